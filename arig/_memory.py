@@ -1,0 +1,102 @@
+"""Buffers and images: handle holders with finalizers.
+
+A buffer's memory is freed by its driver on the device's submit thread,
+never on the event loop: ``close()`` and the finalizer only post the free.
+The finalizer holds the release callable, never the buffer, so it cannot
+keep the buffer alive (cuda.core's ``_MembersNeededForFinalize`` pattern).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Buffer", "Image"]
+
+
+class Buffer:
+    """Memory of a device: ``address`` and ``nbytes``; ``numpy()`` for host-visible kinds."""
+
+    def __init__(
+        self,
+        device: str,
+        kind: str,
+        address: int,
+        nbytes: int,
+        release: Callable[[], None],
+        host: np.ndarray | None = None,
+        cuda_device_memory: bool = False,
+    ) -> None:
+        self.device = device
+        self.kind = kind
+        self.address = address
+        self.nbytes = nbytes
+        self._host = host
+        self._cuda = cuda_device_memory
+        self._finalizer = weakref.finalize(self, release)
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        """Free the memory (on the device's submit thread).  Idempotent."""
+        self._finalizer()
+
+    def numpy(self, dtype: Any = np.uint8, shape: Any = None) -> np.ndarray:
+        """A numpy view of host-visible memory (host, pinned and mapped kinds)."""
+        if self._host is None:
+            raise TypeError(f"{self.kind} memory of {self.device} is not visible to the host; use download()")
+        if self.closed:
+            raise ValueError("buffer is closed")
+        view = self._host.view(dtype)
+        return view if shape is None else view.reshape(shape)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Bytes of device memory, for CuPy, PyTorch and Numba (version 3)."""
+        if not self._cuda:
+            raise AttributeError("__cuda_array_interface__")
+        if self.closed:
+            raise ValueError("buffer is closed")
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.address, False), "version": 3, "strides": None, "stream": None}
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"0x{self.address:x}"
+        return f"<arig.Buffer {self.kind} {self.nbytes} bytes on {self.device} at {state}>"
+
+
+class Image:
+    """Code loaded on a device (a CUDA module); ``function(name)`` is a kernel's handle."""
+
+    def __init__(self, device: str, handle: int, functions: dict[str, int], release: Callable[[], None]) -> None:
+        self.device = device
+        self.handle = handle
+        # Resolved at load, on the submit thread: looking a name up later
+        # must not call the driver from the event loop.
+        self._functions = dict(functions)
+        self._finalizer = weakref.finalize(self, release)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._functions)
+
+    def function(self, name: str) -> int:
+        """The CUfunction of entry ``name`` as an int (``KeyError`` naming it if absent)."""
+        if not self._finalizer.alive:
+            raise ValueError("image is unloaded")
+        try:
+            return self._functions[name]
+        except KeyError:
+            raise KeyError(f"no function {name!r} in the image; it has {self.names}") from None
+
+    @property
+    def loaded(self) -> bool:
+        return self._finalizer.alive
+
+    def unload(self) -> None:
+        """Unload the image (on the device's submit thread).  Idempotent."""
+        self._finalizer()

@@ -1,0 +1,241 @@
+"""The device's submit thread: the one thread that calls fills and drivers.
+
+Why a thread of its own: a fill may block (a full CUDA stream blocks
+``cuLaunchKernel``), and libcuda's lock can stall any call for tens of
+milliseconds while a graph instantiates.  None of that may run on the event
+loop, so every driver call of a device goes through this thread, in order.
+
+Hand-off is a ``queue.SimpleQueue`` (a C queue: ``put`` never blocks the
+loop).  Back-pressure counts submissions not yet taken by the thread: the
+loop side increments ``_put``, the thread increments ``_taken``; when the
+difference reaches the limit the loop sets ``_space_wanted`` and re-checks,
+and the thread checks that flag after every increment (set-then-check on
+both sides, so no wake-up is lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue as _queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ._errors import DeviceLost, DeviceStopped
+
+__all__ = ["SubmitThread", "Control"]
+
+#: Signal at least once per this many fills, even while more are waiting.
+BURST = 32
+
+_STOP = object()
+
+
+class Control:
+    """A driver call to run on the submit thread; its result goes to a loop future."""
+
+    __slots__ = ("fn", "args", "future", "when_lost")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], future: asyncio.Future[Any] | None, when_lost: bool) -> None:
+        self.fn, self.args, self.future, self.when_lost = fn, args, future, when_lost
+
+
+class SubmitThread:
+    """Calls ``make()`` on its own thread, then fills and controls in order."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str, limit: int) -> None:
+        self._loop = loop
+        self._q: _queue.SimpleQueue[Any] = _queue.SimpleQueue()
+        self._limit = limit
+        self._put = 0
+        self._taken = 0
+        self._space_wanted = False
+        self._space: asyncio.Future[None] | None = None
+        self._name = name
+        self.failed = False  # set by the thread (or the loop) once the device is lost
+        self.cause: BaseException | None = None
+        self.backend: Any = None
+        self.timeline: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"arig-submit-{name}", daemon=True)
+        self._opened: asyncio.Future[Any] = loop.create_future()
+        self._finished: asyncio.Future[None] = loop.create_future()
+        self._make: Callable[[], Any] | None = None
+
+    # -- loop thread -------------------------------------------------------
+    async def start(self, make: Callable[[], Any]) -> Any:
+        """Run ``make()`` on the new thread and return the backend it made."""
+        self._make = make
+        self._thread.start()
+        return await self._opened
+
+    def begin(self, timeline: Any) -> None:
+        """Let the thread run fills, reporting to ``timeline``."""
+        self.timeline = timeline
+        self._q.put(None)  # wakes the thread out of its wait for begin
+
+    def full(self) -> bool:
+        return self._put - self._taken >= self._limit
+
+    async def wait_space(self, check: Callable[[], None]) -> None:
+        """Wait until fewer than ``limit`` submissions wait; ``check`` raises if the device ended."""
+        while self.full():
+            check()
+            if self._space is None or self._space.done():
+                self._space = self._loop.create_future()
+            self._space_wanted = True
+            if not self.full():  # re-check after announcing: see the module docstring
+                break
+            await self._space
+        self._space_wanted = False
+
+    def wake_space(self) -> None:
+        """Wake tasks waiting for room (they re-check and may raise)."""
+        if self._space is not None and not self._space.done():
+            self._space.set_result(None)
+
+    def put_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
+        self._put += 1
+        self._q.put((qi, fill, arg, v))
+
+    def put_control(self, fn: Callable[..., Any], *args: Any, when_lost: bool = False) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._q.put(Control(fn, args, fut, when_lost))
+        return fut
+
+    def put_stop(self) -> None:
+        self._q.put(_STOP)
+
+    async def finished(self) -> None:
+        await asyncio.shield(self._finished)
+
+    def abandon(self) -> None:
+        """Finalizer path: ask the thread to release everything and end."""
+        self.failed = True
+        self._q.put(_STOP)
+
+    # -- submit thread -------------------------------------------------------
+    def _run(self) -> None:
+        loop = self._loop
+        try:
+            assert self._make is not None
+            backend = self._make()
+        except BaseException as exc:  # noqa: BLE001 - reported to open()
+            self._post(_set_exception, self._opened, exc)
+            self._post(_set_result, self._finished, None)
+            return
+        self.backend = backend
+        self._post(_set_result, self._opened, backend)
+        if self._q.get() is _STOP:  # begin() sends None; a stop here means open was abandoned
+            self._close(backend)
+            return
+        try:
+            self._loop_fills(backend)
+        finally:
+            self._close(backend)
+        del loop
+
+    def _loop_fills(self, backend: Any) -> None:
+        q = self._q
+        pending: dict[int, int] = {}  # queue -> last value filled but not yet signalled
+        burst = 0
+        while True:
+            if pending:
+                try:
+                    item = q.get_nowait()
+                except _queue.Empty:
+                    self._signal(backend, pending)
+                    burst = 0
+                    continue
+            else:
+                item = q.get()
+            if item is _STOP:
+                self._signal(backend, pending)
+                return
+            if item is None:
+                continue
+            if type(item) is Control:
+                self._signal(backend, pending)
+                burst = 0
+                self._control(item)
+                continue
+            qi, fill, arg, v = item
+            if not self.failed:
+                try:
+                    backend.call_fill(qi, fill, arg, v)
+                    pending[qi] = v
+                except BaseException as exc:  # noqa: BLE001 - loses the device
+                    self._fail(exc)
+            self._taken += 1
+            if self._space_wanted:
+                self._post(self.wake_space)
+            burst += 1
+            if burst >= BURST:
+                self._signal(backend, pending)
+                burst = 0
+
+    def _signal(self, backend: Any, pending: dict[int, int]) -> None:
+        if not pending:
+            return
+        if not self.failed:
+            try:
+                for qi, v in pending.items():
+                    backend.signal(qi, v)
+            except BaseException as exc:  # noqa: BLE001
+                self._fail(exc)
+        pending.clear()
+
+    def _control(self, item: Control) -> None:
+        if self.failed and not item.when_lost:
+            if item.future is not None:
+                lost = DeviceLost(self._name, self.cause) if self.cause is not None else DeviceStopped("device stopped")
+                self._post(_set_exception, item.future, lost)
+            return
+        try:
+            result = item.fn(*item.args)
+        except BaseException as exc:  # noqa: BLE001 - goes to the awaiting task
+            if item.future is not None:
+                self._post(_set_exception, item.future, exc)
+            return
+        if item.future is not None:
+            self._post(_set_result, item.future, result)
+
+    def _fail(self, exc: BaseException) -> None:
+        self.failed = True
+        if self.cause is None:
+            self.cause = exc
+        if self.timeline is not None:
+            self.timeline.fail_threadsafe(exc)
+
+    def _close(self, backend: Any) -> None:
+        # Drain what is left so no control future stays pending forever.
+        while True:
+            try:
+                item = self._q.get_nowait()
+            except _queue.Empty:
+                break
+            if type(item) is Control and item.future is not None:
+                self._post(_set_exception, item.future, DeviceStopped("device stopped"))
+        try:
+            backend.close()
+        except BaseException:  # noqa: BLE001 - close must not leave stop() hanging
+            pass
+        self._post(_set_result, self._finished, None)
+
+    def _post(self, fn: Callable[..., Any], *args: Any) -> None:
+        loop = self._loop
+        if loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            pass
+
+
+def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def _set_exception(fut: asyncio.Future[Any], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)

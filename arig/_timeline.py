@@ -1,0 +1,161 @@
+"""A device's timeline: values, the futures that wait on them, and loss.
+
+Rule: everything here that touches a future runs on the event-loop thread.
+The only entry points other threads may call are :meth:`Timeline.report`
+and :meth:`Timeline.fail_threadsafe`; both only store a number or an
+exception and schedule :meth:`_deliver` with ``call_soon_threadsafe``, which
+is guarded against a closed loop and never raises into the caller's thread
+(a CUDA host function or a worker thread must never see a Python error).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import collections
+import heapq
+import time
+from typing import Any
+
+from ._errors import DeviceLost
+
+__all__ = ["Timeline"]
+
+#: How many (value, time) pairs ``reached_at`` remembers.
+HISTORY = 1 << 16
+
+
+class Timeline:
+    """Values 1, 2, 3, ... of one device, and who waits for them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str, nqueues: int) -> None:
+        self._loop = loop
+        self._name = name
+        # Written by reporting threads, read by the loop (a list item store is
+        # atomic under the GIL); per queue, the highest value it completed.
+        self._completed = [0] * nqueues
+        self._report_time = 0.0
+        self._scheduled = False
+        # Loop-side state.
+        self.assigned = 0  # highest value handed out
+        self.reached = 0
+        self.last_progress = time.monotonic()
+        self._order: collections.deque[tuple[int, int]] = collections.deque()
+        self._multi = nqueues > 1
+        self._waiters: dict[int, asyncio.Future[None]] = {}
+        self._heap: list[int] = []
+        self._kept: collections.deque[tuple[int, Any]] = collections.deque()
+        self._hist_v: collections.deque[int] = collections.deque(maxlen=HISTORY)
+        self._hist_t: collections.deque[float] = collections.deque(maxlen=HISTORY)
+        self.cause: BaseException | None = None
+        self.lost: DeviceLost | None = None
+        self._on_fail: list[Any] = []
+
+    # -- loop thread -------------------------------------------------------
+    def assign(self, queue: int, keep: Any) -> int:
+        """Hand out the next value for work on ``queue``; keep ``keep`` alive until it is reached."""
+        self.assigned += 1
+        v = self.assigned
+        if self.reached == v - 1:
+            self.last_progress = time.monotonic()  # a pending period starts now
+        if self._multi:
+            self._order.append((v, queue))
+        if keep is not None:
+            self._kept.append((v, keep))
+        return v
+
+    async def wait(self, v: int) -> None:
+        if v <= self.reached:
+            return
+        if self.lost is not None:
+            raise self.lost
+        fut = self._waiters.get(v)
+        if fut is None:
+            fut = self._loop.create_future()
+            self._waiters[v] = fut
+            heapq.heappush(self._heap, v)
+        # shield: cancelling one waiter must not cancel the future others share.
+        await asyncio.shield(fut)
+
+    def reached_at(self, v: int) -> float | None:
+        """``time.perf_counter()`` at which ``v`` was seen reached, or None if unknown."""
+        if v > self.reached or not self._hist_v:
+            return None
+        i = bisect.bisect_left(self._hist_v, v)
+        return self._hist_t[i] if i < len(self._hist_v) else None
+
+    def fail(self, cause: BaseException) -> None:
+        """Lose the timeline: every pending and later wait raises DeviceLost."""
+        if self.lost is not None:
+            return
+        self.cause = cause
+        self.lost = DeviceLost(self._name, cause)
+        waiters, self._waiters, self._heap = self._waiters, {}, []
+        for fut in waiters.values():
+            if not fut.done():
+                fut.set_exception(self.lost)
+                fut.exception()  # retrieved: no "never retrieved" log if every waiter was cancelled
+        for cb in self._on_fail:
+            cb()
+
+    def release_kept(self) -> None:
+        """Drop every kept object (at stop, once no work can still use them)."""
+        self._kept.clear()
+
+    def on_fail(self, cb: Any) -> None:
+        """Call ``cb()`` on the loop once the timeline is lost."""
+        self._on_fail.append(cb)
+
+    def _deliver(self) -> None:
+        self._scheduled = False  # before reading _completed: see report()
+        if self._multi:
+            order, completed, r = self._order, self._completed, self.reached
+            while order and completed[order[0][1]] >= order[0][0]:
+                r = order.popleft()[0]
+        else:
+            r = min(self._completed[0], self.assigned)
+        if r <= self.reached:
+            return
+        self.reached = r
+        self.last_progress = time.monotonic()
+        self._hist_v.append(r)
+        self._hist_t.append(self._report_time)
+        kept = self._kept
+        while kept and kept[0][0] <= r:
+            kept.popleft()
+        heap, waiters = self._heap, self._waiters
+        while heap and heap[0] <= r:
+            fut = waiters.pop(heapq.heappop(heap))
+            if not fut.done():
+                fut.set_result(None)
+
+    # -- any thread ---------------------------------------------------------
+    def report(self, queue: int, v: int, t: float | None = None) -> None:
+        """Queue ``queue`` completed its work up to value ``v``.  Any thread; never raises."""
+        try:
+            if v > self._completed[queue]:
+                self._completed[queue] = v
+            self._report_time = time.perf_counter() if t is None else t
+            # Written before the check; _deliver clears the flag before reading,
+            # so a report is never left undelivered.
+            if not self._scheduled:
+                self._scheduled = True
+                self._call_soon(self._deliver)
+        except BaseException:  # noqa: BLE001 - must never escape into a driver thread
+            pass
+
+    def fail_threadsafe(self, cause: BaseException) -> None:
+        """Lose the timeline from any thread.  Never raises."""
+        try:
+            self._call_soon(self.fail, cause)
+        except BaseException:  # noqa: BLE001
+            pass
+
+    def _call_soon(self, fn: Any, *args: Any) -> None:
+        loop = self._loop
+        if loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop closed between the check and the call
+            pass
