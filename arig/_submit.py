@@ -102,6 +102,10 @@ class SubmitThread:
         self._q.put(Control(fn, args, fut, when_lost))
         return fut
 
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` on the submit thread, even once the device is lost.  Any thread."""
+        self._q.put(Control(fn, args, None, True))
+
     def put_stop(self) -> None:
         self._q.put(_STOP)
 

@@ -61,9 +61,14 @@ class Backend(abc.ABC):
     hang_ms: int | None = None
     timeline: Timeline
 
-    def bind(self, timeline: Timeline) -> None:
-        """Report completions to ``timeline`` (``timeline.report(queue, v)``, any thread)."""
+    def bind(self, timeline: Timeline, post: Callable[..., None]) -> None:
+        """Report completions to ``timeline`` (``timeline.report(queue, v)``, any thread).
+
+        ``post(fn, *args)`` runs ``fn(*args)`` later on the submit thread, from
+        any thread (finalizers free memory through it).
+        """
         self.timeline = timeline
+        self.post = post
 
     def check_fill(self, fill: Any) -> Any:
         """Validate a fill on the loop thread (no driver call); return what ``call_fill`` takes."""
@@ -372,7 +377,7 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     except Exception as exc:  # noqa: BLE001 - every failure of an open is an OpenError
         raise OpenError(f"cannot open {name}: {type(exc).__name__}: {exc}") from exc
     tl = Timeline(loop, backend.name, len(backend.queue_handles))
-    backend.bind(tl)
+    backend.bind(tl, st.post)
     dev = Device._make(st, backend, tl, float(stop_timeout))
     st.begin(tl)
     return dev

@@ -118,8 +118,8 @@ class HostBackend(Backend):
         self._queues: list[HostQueue] = []
         self.queue_handles: list[Any] = [None] * nqueues  # the workers start in bind()
 
-    def bind(self, timeline: Any) -> None:
-        super().bind(timeline)
+    def bind(self, timeline: Any, post: Callable[..., None]) -> None:
+        super().bind(timeline, post)
         self._queues = [HostQueue(i, self._depth, timeline.report, timeline.fail_threadsafe) for i in range(self._nqueues)]
         self.queue_handles = list(self._queues)
 

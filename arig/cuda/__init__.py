@@ -1,0 +1,39 @@
+"""GPUs through libcuda: ``arig.cuda.gpu(i)`` opens GPU i on its primary context.
+
+Import is free: libcuda loads on the first open (or ``count()``), so this
+module imports on machines without a driver.
+"""
+
+from __future__ import annotations
+
+from .._errors import ArigTypeError, ArigValueError
+from ._device import FILL, CudaOpener, count
+from ._launch import Launch, check_args, dims, pack
+from ._lib import CudaError, CudaOutOfMemory, CudaUnavailable
+
+__all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture"]
+
+
+def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None) -> CudaOpener:
+    """The opener of GPU ``i`` (name ``"CUDA"`` for 0, ``"CUDA:i"`` otherwise).
+
+    ``queues`` non-blocking streams; ``hang_ms`` overrides the hang timeout
+    (default: 30 s where no display watchdog runs, else None).
+    """
+    if isinstance(i, bool) or not isinstance(i, int):
+        raise ArigTypeError(f"GPU index must be an int, got {type(i).__name__}")
+    if i < 0:
+        raise ArigValueError(f"GPU index must be >= 0, got {i}")
+    if isinstance(queues, bool) or not isinstance(queues, int) or queues < 1:
+        raise ArigValueError(f"queues must be an int >= 1, got {queues!r}")
+    if hang_ms is not None and (isinstance(hang_ms, bool) or not isinstance(hang_ms, int) or hang_ms <= 0):
+        raise ArigValueError(f"hang_ms must be a positive int or None, got {hang_ms!r}")
+    return CudaOpener(i, queues, hang_ms)
+
+
+def __getattr__(name: str) -> object:
+    if name == "capture":
+        import importlib
+
+        return importlib.import_module(".capture", __name__)
+    raise AttributeError(f"module 'arig.cuda' has no attribute {name!r}")

@@ -1,0 +1,485 @@
+"""The CUDA device: a backend over libcuda's primary context.
+
+Threads, and what each may do:
+
+* the **submit thread** (``arig._submit``) makes the context current at open
+  and is the only thread that runs fills, launches, copies, allocations and
+  frees of the device;
+* one **waiter thread** per queue sleeps in ``sem_timedwait`` (a libc call:
+  the GIL is released) and reports reached values to the timeline;
+* the **event loop** never calls libcuda.
+
+Completion: after the last fill of a burst on a queue, the submit thread
+enqueues ``cuStreamWriteValue64(word[q], v)`` (the GPU writes ``v`` into
+pinned, mapped host memory once the queue's earlier work is done) and
+``cuLaunchHostFunc(sem_post, sem[q])``.  The host function is libc's
+``sem_post`` itself: no Python, no GIL, no lock a fill could hold, as the
+seed demands.  The waiter wakes, reads the word and reports.  While values
+are outstanding it also wakes every ``FAULT_POLL`` seconds to ask
+``cuStreamQuery`` for an asynchronous fault, so a faulted context (whose
+host functions never run) loses the device within that time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections import deque
+from ctypes import byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
+from typing import Any
+
+import numpy as np
+
+from .._errors import ArigTypeError, ArigValueError, OpenError
+from .._memory import Buffer, Image
+from ..device import Backend
+from ._gpu import gpu_state
+from ._lib import CudaError, CudaUnavailable, check, lib
+
+__all__ = ["CudaOpener", "CudaBackend", "count", "FILL"]
+
+#: The prototype of a C fill: ``int fill(void *queue, void *arg, uint64_t v)``.
+FILL = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_uint64)
+
+#: Driver API version arig needs (12.4: cuModuleEnumerateFunctions, cuFuncGetParamInfo).
+MIN_DRIVER = 12040
+#: Seconds between fault checks while work is outstanding.
+FAULT_POLL = 0.02
+#: hang_ms on a GPU where no display watchdog runs (the seed's 30 s).
+DEFAULT_HANG_MS = 30_000
+
+CU_STREAM_NON_BLOCKING = 1
+CU_MEMHOSTALLOC_PORTABLE = 1
+CU_MEMHOSTALLOC_DEVICEMAP = 2
+CUDA_ERROR_NOT_READY = 600
+ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_minor": 76, "unified_addressing": 41}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+_libc.sem_init.argtypes = (c_void_p, c_int, c_uint)
+_libc.sem_post.argtypes = (c_void_p,)
+_libc.sem_timedwait.argtypes = (c_void_p, ctypes.POINTER(_Timespec))
+_libc.sem_destroy.argtypes = (c_void_p,)
+_SEM_POST = ctypes.cast(_libc.sem_post, c_void_p).value
+_SEM_T = 64  # bytes; sem_t is 32 on x86-64 glibc, with room to spare
+
+
+def _init() -> int:
+    """cuInit, then the number of GPUs."""
+    try:
+        check(lib.cuInit(0), "cuInit")
+    except CudaUnavailable:
+        raise
+    except CudaError as exc:
+        if exc.code == 100:  # CUDA_ERROR_NO_DEVICE
+            return 0
+        raise
+    n = c_int()
+    check(lib.cuDeviceGetCount(byref(n)), "cuDeviceGetCount")
+    return n.value
+
+
+def count() -> int:
+    """How many GPUs libcuda sees (0 without a driver).  Blocks: not for the event loop."""
+    try:
+        return _init()
+    except CudaUnavailable:
+        return 0
+
+
+class _CFill:
+    """A C fill, called through ctypes without the GIL."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+
+def _c_arg(arg: Any) -> int | None:
+    if arg is None or isinstance(arg, int):
+        return arg
+    if isinstance(arg, Buffer):
+        return arg.address
+    if isinstance(arg, ctypes._Pointer):  # type: ignore[attr-defined]
+        return ctypes.cast(arg, c_void_p).value
+    if isinstance(arg, (ctypes._SimpleCData, ctypes.Structure, ctypes.Array, ctypes.Union)):  # type: ignore[attr-defined]
+        return ctypes.addressof(arg)
+    raise ArigTypeError(f"a C fill's arg must be None, an int address, a Buffer or a ctypes object, got {type(arg).__name__}")
+
+
+class CudaOpener:
+    """Opener of GPU ``index`` through libcuda (name ``"CUDA"`` or ``"CUDA:i"``)."""
+
+    def __init__(self, index: int, queues: int, hang_ms: int | None) -> None:
+        self.index = index
+        self.name = "CUDA" if index == 0 else f"CUDA:{index}"
+        self.queues = queues
+        self.hang_ms = hang_ms
+
+    def make(self) -> CudaBackend:
+        return CudaBackend(self)
+
+    def __repr__(self) -> str:
+        return f"arig.cuda.gpu({self.index})"
+
+
+class CudaBackend(Backend):
+    def __init__(self, opener: CudaOpener) -> None:
+        self.name = opener.name
+        i = opener.index
+        try:
+            n = _init()
+        except CudaUnavailable as exc:
+            raise OpenError(f"cannot open {self.name}: {exc}") from exc
+        ver = c_int()
+        check(lib.cuDriverGetVersion(byref(ver)), "cuDriverGetVersion")
+        if ver.value < MIN_DRIVER:
+            raise OpenError(f"cannot open {self.name}: the driver supports CUDA {ver.value // 1000}.{ver.value % 1000 // 10}; arig needs {MIN_DRIVER // 1000}.{MIN_DRIVER % 1000 // 10} or newer")
+        if i >= n:
+            raise OpenError(f"cannot open {self.name}: no GPU {i}: this machine has {n} GPU{'s' if n != 1 else ''}")
+        self.ordinal = i
+        self.gpu = gpu_state(i)
+        dev = c_int()
+        check(lib.cuDeviceGet(byref(dev), i), "cuDeviceGet")
+        self.cudev = dev.value
+        ctx = c_void_p()
+        check(lib.cuDevicePrimaryCtxRetain(byref(ctx), self.cudev), "cuDevicePrimaryCtxRetain")
+        self.ctx = ctx.value
+        self._streams: list[int] = []
+        self._words = 0
+        self._sems: list[Any] = []
+        self._live: dict[int, str] = {}
+        self._images: set[int] = set()
+        self._modules_of: dict[int, int] = {}  # CUfunction -> CUmodule, for images this device loaded
+        self._closing = False
+        self._waiters: list[threading.Thread] = []
+        try:
+            check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+            self._check_context()
+            self.gpu.reclaim()  # graphs collected since the last operation on this GPU
+            self._describe(ver.value, opener)
+            self._make_queues(opener.queues)
+        except BaseException:
+            self._release()
+            raise
+        from .. import cuda_abi
+
+        self.record = cuda_abi.CudaAbi._for_backend(self)
+        self.capabilities = dict([cuda_abi.declare(self.record)])
+
+    # -- open ------------------------------------------------------------------
+    def _check_context(self) -> None:
+        """A primary context that faulted earlier (a lost device) is unusable:
+        if only arig holds it, give it back so the driver makes a fresh one."""
+        probe = c_uint64()
+        rc = lib.cuMemAlloc_v2(byref(probe), 256)
+        if rc == 0:
+            lib.cuMemFree_v2(probe.value)
+            return
+        if rc == 2:  # out of memory: the context itself is fine
+            return
+        self.gpu.context_failed()
+        lib.cuCtxSetCurrent(None)
+        lib.cuDevicePrimaryCtxRelease_v2(self.cudev)
+        ctx = c_void_p()
+        check(lib.cuDevicePrimaryCtxRetain(byref(ctx), self.cudev), "cuDevicePrimaryCtxRetain")
+        self.ctx = ctx.value
+        check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        rc = lib.cuMemAlloc_v2(byref(probe), 256)
+        if rc:
+            raise OpenError(f"cannot open {self.name}: its primary context failed earlier ({CudaError.of(rc)}) and another user in this process still holds it")
+        lib.cuMemFree_v2(probe.value)
+
+    def _attr(self, name: str) -> int:
+        v = c_int()
+        check(lib.cuDeviceGetAttribute(byref(v), ATTR[name], self.cudev), f"cuDeviceGetAttribute({name})")
+        return v.value
+
+    def _describe(self, driver: int, opener: CudaOpener) -> None:
+        name = ctypes.create_string_buffer(256)
+        check(lib.cuDeviceGetName(name, 256, self.cudev), "cuDeviceGetName")
+        bus = ctypes.create_string_buffer(64)
+        check(lib.cuDeviceGetPCIBusId(bus, 64, self.cudev), "cuDeviceGetPCIBusId")
+        mem = c_size_t()
+        check(lib.cuDeviceTotalMem_v2(byref(mem), self.cudev), "cuDeviceTotalMem")
+        major, minor = self._attr("cc_major"), self._attr("cc_minor")
+        watchdog = bool(self._attr("kernel_exec_timeout"))
+        if opener.hang_ms is not None:
+            self.hang_ms = opener.hang_ms
+        else:
+            self.hang_ms = None if watchdog else DEFAULT_HANG_MS
+        self.arch = f"sm_{major}{minor}"
+        self.facts = {
+            "name": name.value.decode(),
+            "bus": bus.value.decode().lower(),
+            "memory_total": mem.value,
+            "multiprocessors": self._attr("multiprocessors"),
+            "compute_capability": (major, minor),
+            "driver_version": f"{driver // 1000}.{driver % 1000 // 10}",
+            "hang_ms": self.hang_ms,
+            "display_watchdog": watchdog,
+            "queues": opener.queues,
+            "ordinal": self.ordinal,
+        }
+
+    def _make_queues(self, n: int) -> None:
+        for _ in range(n):
+            s = c_void_p()
+            check(lib.cuStreamCreate(byref(s), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+            self._streams.append(s.value or 0)
+        self.queue_handles = list(self._streams)
+        # One 8-byte timeline word per queue in pinned, mapped host memory.
+        p = c_void_p()
+        check(lib.cuMemHostAlloc(byref(p), 8 * n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc(timeline)")
+        self._words = p.value or 0
+        ctypes.memset(self._words, 0, 8 * n)
+        d = c_uint64()
+        check(lib.cuMemHostGetDevicePointer_v2(byref(d), self._words, 0), "cuMemHostGetDevicePointer")
+        self._word_dev = d.value
+        self._word_views = [c_uint64.from_address(self._words + 8 * q) for q in range(n)]
+        for _ in range(n):
+            sem = ctypes.create_string_buffer(_SEM_T)
+            if _libc.sem_init(sem, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "sem_init")
+            self._sems.append(sem)
+        self._signalled = [0] * n
+        self._fallback: list[deque[int]] = [deque() for _ in range(n)]
+        # Stream memory operations write the word from the GPU; without them
+        # the waiter pairs each sem_post with a value recorded at signal time.
+        self._memops = lib.has("cuStreamWriteValue64_v2") and lib.cuStreamWriteValue64_v2(self._streams[0], self._word_dev, 0, 0) == 0
+        check(lib.cuStreamSynchronize(self._streams[0]), "cuStreamSynchronize")
+        self.facts["stream_memops"] = self._memops
+
+    def bind(self, timeline: Any, post: Any) -> None:
+        super().bind(timeline, post)
+        for q in range(len(self._streams)):
+            t = threading.Thread(target=self._wait_loop, args=(q,), name=f"arig-cuda-wait-{self.name}-{q}", daemon=True)
+            t.start()
+            self._waiters.append(t)
+
+    # -- fills -------------------------------------------------------------------
+    def check_fill(self, fill: Any) -> Any:
+        if isinstance(fill, int) and not isinstance(fill, bool):
+            if fill == 0:
+                raise ArigValueError("a C fill's address must not be 0")
+            return _CFill(FILL(fill))
+        if isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
+            if fill._restype_ is not c_int or tuple(fill._argtypes_ or ()) != (c_void_p, c_void_p, c_uint64):
+                raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
+            return _CFill(fill)
+        return super().check_fill(fill)
+
+    def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
+        stream = self._streams[qi]
+        if type(fill) is _CFill:
+            rc = fill.fn(stream, _c_arg(arg), v)
+        else:
+            rc = fill(stream, arg, v)
+            if rc is None:
+                return
+            if not isinstance(rc, int) or isinstance(rc, bool):
+                raise ArigTypeError(f"fill returned {rc!r}; a fill returns None/0 or a CUresult")
+        if rc:
+            raise CudaError.of(rc, f"fill of value {v}")
+
+    def signal(self, qi: int, v: int) -> None:
+        stream = self._streams[qi]
+        if self._memops:
+            check(lib.cuStreamWriteValue64_v2(stream, self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
+        else:
+            self._fallback[qi].append(v)
+        check(lib.cuLaunchHostFunc(stream, _SEM_POST, ctypes.addressof(self._sems[qi])), "cuLaunchHostFunc")
+        self._signalled[qi] = v
+
+    # -- the waiter thread ---------------------------------------------------------
+    def _wait_loop(self, qi: int) -> None:
+        lib.cuCtxSetCurrent(self.ctx)
+        sem = ctypes.addressof(self._sems[qi])
+        word = self._word_views[qi]
+        fallback = self._fallback[qi]
+        report = self.timeline.report
+        stream = self._streams[qi]
+        ts = _Timespec()
+        last = 0
+        while not self._closing:
+            deadline = time.time() + FAULT_POLL
+            ts.tv_sec = int(deadline)
+            ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
+            woke = _libc.sem_timedwait(sem, byref(ts)) == 0
+            if self._closing:
+                return
+            if self._memops:
+                v = word.value
+            elif woke and fallback:
+                v = fallback.popleft()
+            else:
+                v = last
+            if v > last:
+                last = v
+                report(qi, v)
+            elif not woke and last < self._signalled[qi]:
+                rc = lib.cuStreamQuery(stream)
+                if rc not in (0, CUDA_ERROR_NOT_READY):
+                    self.timeline.fail_threadsafe(CudaError.of(rc, f"work on queue {qi} of {self.name} (found by cuStreamQuery)"))
+                    return
+
+    # -- memory ------------------------------------------------------------------
+    def alloc(self, nbytes: int, kind: str | None) -> Buffer:
+        kind = kind or "device"
+        if kind == "device":
+            d = c_uint64()
+            check(lib.cuMemAlloc_v2(byref(d), nbytes), f"cuMemAlloc({nbytes})")
+            addr = d.value
+            host = None
+        elif kind in ("pinned", "mapped"):
+            p = c_void_p()
+            flags = CU_MEMHOSTALLOC_PORTABLE | (CU_MEMHOSTALLOC_DEVICEMAP if kind == "mapped" else 0)
+            check(lib.cuMemHostAlloc(byref(p), nbytes, flags), f"cuMemHostAlloc({nbytes})")
+            addr = p.value or 0
+            host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
+        else:
+            raise ArigValueError(f"kind must be 'device', 'pinned' or 'mapped', not {kind!r}")
+        self._live[addr] = kind
+        return Buffer(self.name, kind, addr, nbytes, _Release(self.post, self._free, addr), host=host, cuda_device_memory=kind == "device")
+
+    def _free(self, addr: int) -> None:
+        kind = self._live.pop(addr, None)
+        if kind == "device":
+            lib.cuMemFree_v2(addr)
+        elif kind is not None:
+            lib.cuMemFreeHost(addr)
+
+    def copy_fill(self, buf: Buffer, array: np.ndarray, to_device: bool) -> tuple[Any, Any]:
+        return (_h2d if to_device else _d2h), (buf.address, array.ctypes.data, array.nbytes)
+
+    # -- images ------------------------------------------------------------------
+    def load(self, image: bytes) -> Image:
+        self.gpu.reclaim()
+        data = image
+        if not (data[:4] == b"\x7fELF" or data[:4] == b"\x50\xed\x55\xba"):
+            data = data + b"\0"  # PTX is text: libcuda reads it up to a NUL
+        buf = ctypes.create_string_buffer(data, len(data))
+        mod = c_void_p()
+        check(lib.cuModuleLoadData(byref(mod), buf), "cuModuleLoadData")
+        m = mod.value or 0
+        try:
+            functions, layouts = _enumerate(m)
+        except BaseException:
+            lib.cuModuleUnload(m)
+            raise
+        self.gpu.add_module(m)
+        self._images.add(m)
+        img = Image(self.name, m, functions, _Release(self.post, self._unload, m))
+        img.layouts = layouts  # type: ignore[attr-defined]
+        for f, layout in zip(functions.values(), layouts.values()):
+            _LAYOUTS[f] = layout
+            self._modules_of[f] = m
+        return img
+
+    def module_of(self, func: int) -> int | None:
+        """The module of a function this device loaded, or None."""
+        return self._modules_of.get(func)
+
+    def lost_cause(self) -> BaseException | None:
+        tl = getattr(self, "timeline", None)
+        return None if tl is None else tl.cause
+
+    def _unload(self, module: int) -> None:
+        if module in self._images:
+            self._images.discard(module)
+            self.gpu.release_module(module)
+            self.gpu.reclaim()
+
+    # -- the end -------------------------------------------------------------------
+    def close(self) -> None:
+        self.record._stop()  # graph calls in flight finish first; later ones are refused
+        self._closing = True
+        for sem in self._sems:
+            _libc.sem_post(sem)
+        for t in self._waiters:
+            t.join(timeout=2.0)
+        self._release()
+
+    def _release(self) -> None:
+        """Give back everything; errors of a faulted context are ignored."""
+        for s in self._streams:
+            lib.cuStreamDestroy_v2(s)
+        self._streams = []
+        for addr in list(self._live):
+            self._free(addr)
+        for m in list(self._images):  # unloaded at the GPU's next reclaim, not here:
+            self._images.discard(m)  # stopping alone calls no CUDA destructor (seed)
+            self.gpu.release_module(m)
+        if self._words:
+            lib.cuMemFreeHost(self._words)
+            self._words = 0
+        for sem in self._sems:
+            _libc.sem_destroy(sem)
+        lib.cuCtxSetCurrent(None)
+        if self.ctx:
+            lib.cuDevicePrimaryCtxRelease_v2(self.cudev)
+            self.ctx = 0
+
+
+class _Release:
+    """A finalizer's callable that holds no reference to its buffer or image."""
+
+    __slots__ = ("post", "fn", "handle")
+
+    def __init__(self, post: Any, fn: Any, handle: int) -> None:
+        self.post, self.fn, self.handle = post, fn, handle
+
+    def __call__(self) -> None:
+        self.post(self.fn, self.handle)
+
+
+def _h2d(stream: int, arg: tuple[int, int, int], v: int) -> int:
+    return lib.cuMemcpyHtoDAsync_v2(arg[0], arg[1], arg[2], stream)
+
+
+def _d2h(stream: int, arg: tuple[int, int, int], v: int) -> int:
+    return lib.cuMemcpyDtoHAsync_v2(arg[1], arg[0], arg[2], stream)
+
+
+#: CUfunction -> its parameters as (offset, size), for checking argument buffers off the driver.
+_LAYOUTS: dict[int, tuple[tuple[int, int], ...]] = {}
+
+
+def _enumerate(module: int) -> tuple[dict[str, int], dict[str, tuple[tuple[int, int], ...]]]:
+    n = c_uint()
+    check(lib.cuModuleGetFunctionCount(byref(n), module), "cuModuleGetFunctionCount")
+    funcs = (c_void_p * n.value)()
+    if n.value:
+        check(lib.cuModuleEnumerateFunctions(funcs, n.value, module), "cuModuleEnumerateFunctions")
+    names: dict[str, int] = {}
+    layouts: dict[str, tuple[tuple[int, int], ...]] = {}
+    for f in funcs:
+        s = c_char_p()
+        check(lib.cuFuncGetName(byref(s), f), "cuFuncGetName")
+        name = (s.value or b"").decode()
+        # The enumerated handle may be a CUkernel-backed function: take the
+        # module's own CUfunction for it, which is what launches expect.
+        h = c_void_p()
+        check(lib.cuModuleGetFunction(byref(h), module, name.encode()), f"cuModuleGetFunction({name})")
+        names[name] = h.value or 0
+        layout = []
+        for k in range(4096):
+            off, size = c_size_t(), c_size_t()
+            if lib.cuFuncGetParamInfo(h, k, byref(off), byref(size)) != 0:
+                break
+            layout.append((off.value, size.value))
+        layouts[name] = tuple(layout)
+    return names, layouts
+
+
+def layout_of(func: int) -> tuple[tuple[int, int], ...] | None:
+    """The parameter layout of a loaded CUfunction, recorded at load (None if unknown)."""
+    return _LAYOUTS.get(func)
+

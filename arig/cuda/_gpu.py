@@ -1,0 +1,165 @@
+"""Process-wide state of each CUDA GPU: modules and collected graphs.
+
+Why process-wide: a graph may outlive the device that made it (a user keeps
+the ``Graph``), and the seed says collected graphs are destroyed at the next
+open, image load, image unload or graph construction *on that GPU*, even
+after the device stopped or its context failed.  So the queue of collected
+graphs, and the reference counts that keep a graph's modules loaded until
+the graph is destroyed, belong to the GPU, not to a device.
+
+``collect`` callbacks (run by the garbage collector, on any thread) only
+append to a list: no CUDA call, no blocking lock.  ``reclaim`` runs the
+destructors, from a thread that may call CUDA with the primary context
+current.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from ctypes import byref, c_int, c_void_p
+
+from ._lib import lib
+
+__all__ = ["GpuState", "gpu_state"]
+
+
+class GpuState:
+    """Modules in use and graphs waiting for destruction on one GPU."""
+
+    def __init__(self, ordinal: int) -> None:
+        self.ordinal = ordinal
+        self._refs: dict[int, int] = {}  # CUmodule -> references (its image + each graph using it)
+        self._collected: list[tuple[int, int, tuple[int, ...]]] = []  # (exec, graph, modules)
+        self._unloads: list[int] = []
+        self._lock = threading.Lock()  # held only for list/dict updates, never across a CUDA call
+        self._reclaiming = threading.Lock()
+        self.destroyed = 0  # graphs destroyed so far (tests read it)
+        # While modules or graphs live, the state holds its own reference on
+        # the primary context, so their handles stay valid after the device
+        # that made them stopped and released its reference.
+        self._ctx_held = False
+
+    # -- bookkeeping (any thread, never blocks on CUDA) ------------------------
+    def add_module(self, module: int) -> None:
+        """Count a module just loaded (a thread with the context current)."""
+        self._hold_context()
+        with self._lock:
+            self._refs[module] = self._refs.get(module, 0) + 1
+
+    def _hold_context(self) -> None:
+        if not self._ctx_held:
+            ctx, dev = c_void_p(), c_int()
+            lib.cuDeviceGet(byref(dev), self.ordinal)
+            if lib.cuDevicePrimaryCtxRetain(byref(ctx), dev.value) == 0:
+                self._ctx_held = True
+
+    def _drop_context(self) -> None:
+        if self._ctx_held and not self._refs and not self._collected:
+            dev = c_int()
+            lib.cuDeviceGet(byref(dev), self.ordinal)
+            lib.cuDevicePrimaryCtxRelease_v2(dev.value)
+            self._ctx_held = False
+
+    def context_failed(self) -> None:
+        """The primary context faulted: every handle died with it.  Forget them
+        and give back the state's reference, so the context can be made anew."""
+        with self._lock:
+            self.destroyed += len(self._collected)
+            self._collected.clear()
+            self._refs.clear()
+            self._unloads.clear()
+        self._drop_context()
+
+    def loaded(self, module: int) -> bool:
+        with self._lock:
+            return self._refs.get(module, 0) > 0
+
+    def retain(self, modules: Iterable[int]) -> None:
+        """Count a new graph's references on its modules (a thread that may call CUDA)."""
+        self._hold_context()
+        with self._lock:
+            for m in modules:
+                self._refs[m] = self._refs.get(m, 0) + 1
+
+    def release_module(self, module: int) -> None:
+        """Drop one reference; the unload itself waits for ``reclaim``."""
+        with self._lock:
+            self._unloads.append(module)
+
+    def collect(self, exec_: int, graph: int, modules: tuple[int, ...]) -> None:
+        """Queue a graph for destruction.  Safe in a finalizer: no CUDA, no blocking."""
+        self._collected.append((exec_, graph, modules))  # list.append is atomic
+
+    @property
+    def pending(self) -> int:
+        return len(self._collected)
+
+    # -- destruction (a thread with this GPU's primary context current) ----------
+    def reclaim(self) -> None:
+        """Destroy collected graphs, then unload modules nobody references.
+
+        A reclaim already running on another thread is left to it.
+        """
+        if os.getpid() != _PID:
+            return  # a child of fork destroys nothing inherited from its parent
+        if not self._reclaiming.acquire(blocking=False):
+            return
+        try:
+            while self._collected:
+                exec_, graph, modules = self._collected.pop(0)
+                if exec_:
+                    lib.cuGraphExecDestroy(c_void_p(exec_))
+                if graph:
+                    lib.cuGraphDestroy(c_void_p(graph))
+                self.destroyed += 1
+                with self._lock:
+                    self._unloads.extend(modules)
+            with self._lock:
+                unloads, self._unloads = self._unloads, []
+                dead = []
+                for m in unloads:
+                    n = self._refs.get(m, 0) - 1
+                    if n <= 0:
+                        self._refs.pop(m, None)
+                        dead.append(m)
+                    else:
+                        self._refs[m] = n
+            for m in dead:
+                lib.cuModuleUnload(c_void_p(m))
+            self._drop_context()
+        finally:
+            self._reclaiming.release()
+
+    def forget(self) -> None:
+        """After fork, in the child: nothing inherited is ours to destroy."""
+        self._ctx_held = False
+        self._refs.clear()
+        self._collected.clear()
+        self._unloads.clear()
+        self._lock = threading.Lock()
+        self._reclaiming = threading.Lock()
+
+
+_PID = os.getpid()
+_states: dict[int, GpuState] = {}
+_states_lock = threading.Lock()
+
+
+def gpu_state(ordinal: int) -> GpuState:
+    with _states_lock:
+        s = _states.get(ordinal)
+        if s is None:
+            s = _states[ordinal] = GpuState(ordinal)
+        return s
+
+
+def _after_fork_in_child() -> None:
+    global _PID
+    _PID = os.getpid()
+    for s in _states.values():
+        s.forget()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

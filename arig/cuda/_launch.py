@@ -1,0 +1,110 @@
+"""Kernel arguments and launches from Python fills.
+
+A kernel's arguments travel as one buffer laid out as the kernel reads them
+(``CU_LAUNCH_PARAM_BUFFER_POINTER``): each parameter at its natural
+alignment.  Where the driver reported the kernel's parameter layout at load
+(``cuFuncGetParamInfo``), a buffer of the wrong size is refused here, with a
+``ValueError`` naming the layout, before it can reach the GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .._errors import ArigTypeError, ArigValueError
+from .._memory import Buffer
+from ._device import layout_of
+from ._lib import lib
+
+__all__ = ["pack", "check_args", "Launch", "dims"]
+
+_END, _BUFFER_POINTER, _BUFFER_SIZE = 0, 1, 2
+_U32 = (1 << 32) - 1
+
+
+def _bytes_of(value: Any) -> tuple[bytes, int]:
+    if isinstance(value, Buffer):
+        return int(value.address).to_bytes(8, "little"), 8
+    if isinstance(value, np.generic):
+        return value.tobytes(), value.dtype.alignment
+    if isinstance(value, ctypes._SimpleCData):  # type: ignore[attr-defined]
+        return bytes(value), ctypes.alignment(value)
+    raise ArigTypeError(
+        f"kernel argument {value!r} has no fixed size: give numpy scalars (np.float32(2.0), np.int32(n), np.uint64(ptr)), ctypes scalars or Buffers"
+    )
+
+
+def pack(*values: Any) -> bytes:
+    """The argument buffer of ``values``, each at its natural alignment.
+
+    ``pack(np.float32(2.0), x_buf, y_buf, np.int32(n))`` for
+    ``saxpy(float a, const float *x, float *y, int n)``.
+    """
+    out = bytearray()
+    for value in values:
+        data, align = _bytes_of(value)
+        out += b"\0" * (-len(out) % align)
+        out += data
+    return bytes(out)
+
+
+def check_args(func: int, args: bytes) -> None:
+    """Raise ValueError if ``args`` does not match ``func``'s parameter layout (when known)."""
+    layout = layout_of(func)
+    if layout is None:
+        return
+    need = max((off + size for off, size in layout), default=0)
+    if len(args) != need:
+        raise ArigValueError(f"argument buffer of {len(args)} bytes for a kernel whose parameters (offset, size) are {list(layout)}: {need} bytes expected")
+
+
+def dims(value: Any, what: str) -> tuple[int, int, int]:
+    """A grid or block size as (x, y, z), each 1 .. 2**32-1."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, 1, 1)
+    if not isinstance(value, Sequence) or len(value) != 3:
+        raise ArigValueError(f"{what} must be an int or (x, y, z), got {value!r}")
+    for d in value:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise ArigTypeError(f"{what} sizes must be ints, got {value!r}")
+        if not 1 <= d <= _U32:
+            raise ArigValueError(f"{what} sizes must be in 1..2**32-1, got {value!r}")
+    return int(value[0]), int(value[1]), int(value[2])
+
+
+class Launch:
+    """A prepared ``cuLaunchKernel``: build once, call from fills as ``launch(stream)``.
+
+    Calling returns the CUresult, so a fill can ``return launch(queue)``.
+    """
+
+    __slots__ = ("func", "grid", "block", "shared", "_args", "_size", "_extra")
+
+    def __init__(self, func: int, grid: Any, block: Any, args: bytes = b"", shared: int = 0) -> None:
+        if not isinstance(func, int) or func == 0:
+            raise ArigValueError(f"func must be a CUfunction (a nonzero int), got {func!r}")
+        self.func = func
+        self.grid = dims(grid, "grid")
+        self.block = dims(block, "block")
+        if not 0 <= shared <= _U32:
+            raise ArigValueError(f"shared must be in 0..2**32-1, got {shared}")
+        self.shared = shared
+        self.set_args(args)
+
+    def set_args(self, args: bytes) -> None:
+        """Replace the argument buffer (same layout check)."""
+        check_args(self.func, args)
+        self._args = ctypes.create_string_buffer(bytes(args), max(len(args), 1))
+        self._size = ctypes.c_size_t(len(args))
+        if args:
+            self._extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(self._args), _BUFFER_SIZE, ctypes.addressof(self._size), _END)
+        else:
+            self._extra = None
+
+    def __call__(self, stream: int) -> int:
+        g, b = self.grid, self.block
+        return lib.cuLaunchKernel(self.func, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream, None, self._extra)

@@ -1,0 +1,38 @@
+// Kernels arig ships for its demo, tests and benchmarks.
+// Build: nvcc -cubin -arch=sm_90 -o kernels.cubin kernels.cu   (see build.sh)
+#include <stdint.h>
+
+extern "C" {
+
+// y = a*x + y
+__global__ void saxpy(float a, const float *x, float *y, int32_t n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+
+// Does nothing: the launch floor.
+__global__ void empty() {}
+
+// Spins for ns nanoseconds of the GPU's global timer.
+__global__ void spin(uint64_t ns) {
+    uint64_t start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+
+
+// Stores value at out[index]: lets tests see which launch ran with which arguments.
+__global__ void store(uint64_t *out, uint32_t index, uint64_t value) { out[index] = value; }
+
+// out[index] = out[index] * 2 + value: order-sensitive, so a test sees the order of launches.
+__global__ void step(uint64_t *out, uint32_t index, uint64_t value) { out[index] = out[index] * 2 + value; }
+
+// Faults the context with an illegal-instruction trap.
+__global__ void trap() { asm volatile("trap;"); }
+
+// Faults the context with an illegal address.
+__global__ void illegal(uint64_t *p) { *(volatile uint64_t *)p = 1; }
+
+}

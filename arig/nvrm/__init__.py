@@ -1,0 +1,135 @@
+"""NVIDIA GPUs listed, described and watched through NVIDIA's kernel driver.
+
+This is the read path of arig's kernel-driver backend: it needs neither
+libcuda nor NVML, only the driver's files.  GPUs are listed from Linux's PCI
+tree (:func:`buses`, :func:`count`), which changes nothing on the machine;
+:func:`usage` and :func:`describe` ask the driver's resource manager (RM)
+through ``/dev/nvidiactl`` and the GPU's ``/dev/nvidiaN``.
+
+The first such call makes the process's RM client and the GPU's RM objects,
+and they stay for the process (see :mod:`arig.nvrm._client` for why).  Any
+thread may call any function at the same time as others.
+
+Running work through the driver is not here yet: :func:`gpu` gives an opener
+whose ``make`` says so.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+
+import anyio.to_thread
+
+from arig._errors import OpenError
+from arig.nvrm import _client, _sysfs
+from arig.nvrm._params import (DriverError, NoGpuError, RmError, Usage, check_index,
+                               check_window)
+
+__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener",
+           "Usage", "RmError", "DriverError", "NoGpuError"]
+
+
+def buses() -> list[str]:
+    """The PCI addresses of this machine's NVIDIA GPUs, in bus order.
+
+    GPU i is the ith.  ``[]`` where there is no PCI tree (not Linux).  A
+    function whose files cannot be read is left out.  Raises
+    :class:`DriverError` if the PCI functions cannot be listed at all.
+    """
+    return _sysfs.buses()
+
+
+def count() -> int:
+    """The number of NVIDIA GPUs (0 on a machine without one)."""
+    return len(buses())
+
+
+def _bus_of(i: int) -> str:
+    found = buses()
+    if i >= len(found):
+        plural = "" if len(found) == 1 else "s"
+        raise NoGpuError(f"no GPU {i}: this machine has {len(found)} NVIDIA GPU{plural}")
+    return found[i]
+
+
+def _active_bus(i: int) -> str:
+    bus = _bus_of(check_index(i))
+    _sysfs.require_active(bus)
+    return bus
+
+
+def usage(i: int, window: float = 1.0) -> Usage:
+    """GPU ``i``'s memory and how busy it was over the last ``window`` seconds.
+
+    ``busy`` is the mean of the RM's samples (one about every 200 ms, about
+    the last 14 s kept) taken in the window, by the GPU's own clock.
+
+    Raises ValueError if ``i`` < 0 or ``window`` is not positive (NaN is
+    not); :class:`NoGpuError` if there is no GPU ``i``; :class:`DriverError`
+    if the GPU is not active by its ``power/runtime_status`` (reading would
+    wake it), the driver does not hold it, cannot be opened or is of a release
+    arig does not accept; :class:`RmError` if the RM refuses a command.
+    """
+    window = check_window(window)
+    return _client.read_usage(_active_bus(i), window)
+
+
+async def usage_async(i: int, window: float = 1.0) -> Usage:
+    """:func:`usage` run in a worker thread, so the event loop never blocks.
+
+    The arguments are checked before the thread is taken.
+    """
+    check_index(i)
+    window = check_window(window)
+    return await anyio.to_thread.run_sync(usage, i, window)
+
+
+def describe(i: int) -> Mapping[str, object]:
+    """GPU ``i``'s lasting facts, as a read-only mapping.
+
+    Keys: ``name`` ("NVIDIA H200"), ``arch`` ("sm_90"), ``chip`` ("GH100"),
+    ``uuid`` ("GPU-…"), ``bus`` ("0000:00:06.0"), ``memory_total`` and
+    ``bar1_size`` (bytes), ``hang_ms`` (None while the RM's watchdog runs on
+    the GPU, which then ends work that holds it too long; 30000 otherwise).
+    Raises as :func:`usage` does.
+    """
+    return types.MappingProxyType(_client.read_facts(_active_bus(i)))
+
+
+class NvOpener:
+    """The opener of GPU ``index`` through NVIDIA's kernel driver.
+
+    Running work this way (channels, memory mapped through UVM) is a later
+    piece of arig: for now :meth:`make` checks that the GPU exists and then
+    refuses with :class:`arig.OpenError`, so ``arig.open`` fails honestly
+    rather than pretending.
+    """
+
+    __slots__ = ("index", "name")
+
+    def __init__(self, index: int) -> None:
+        self.index = check_index(index)
+        self.name = "NV" if index == 0 else f"NV:{index}"
+
+    def __repr__(self) -> str:
+        return f"arig.nvrm.gpu({self.index})"
+
+    def make(self) -> object:
+        """Refuse: no GPU ``index`` (saying how many), or this path cannot run work yet."""
+        try:
+            found = buses()
+        except DriverError as e:
+            raise OpenError(f"{self.name}: {e}") from e
+        if self.index >= len(found):
+            raise OpenError(f"no GPU {self.index}: this machine has {len(found)}")
+        raise OpenError(f"{self.name}: the NV device ({found[self.index]}) cannot run "
+                        "work yet; open it through arig.cuda.gpu instead")
+
+
+def gpu(i: int) -> NvOpener:
+    """The opener of GPU ``i``, named "NV" for 0 and "NV:i" otherwise.
+
+    Raises ValueError if ``i`` is not an int >= 0.
+    """
+    return NvOpener(i)
