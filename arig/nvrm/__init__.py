@@ -16,18 +16,36 @@ whose ``make`` says so.
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Mapping
 
 import anyio.to_thread
 
-from arig._errors import OpenError
+from arig._errors import ArigValueError, OpenError
 from arig.nvrm import _client, _sysfs
-from arig.nvrm._params import (DriverError, NoGpuError, RmError, Usage, check_index,
-                               check_window)
+from arig.nvrm._params import DriverError, NoGpuError, RmError, Usage
 
 __all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener",
            "Usage", "RmError", "DriverError", "NoGpuError"]
+
+
+def _check_index(i: int) -> int:
+    """``i`` if it is a GPU index (an int >= 0), else ValueError."""
+    if isinstance(i, bool) or not isinstance(i, int):
+        raise ArigValueError(f"a GPU index is an int, not {i!r}")
+    if i < 0:
+        raise ArigValueError(f"a GPU index is >= 0, not {i}")
+    return i
+
+
+def _check_window(window: float) -> float:
+    """``window`` as a float, or ValueError unless it is positive (NaN is not)."""
+    if isinstance(window, bool) or not isinstance(window, (int, float)):
+        raise ArigValueError(f"window must be a number of seconds, not {window!r}")
+    if math.isnan(window) or window <= 0:
+        raise ArigValueError(f"window must be positive seconds, not {window!r}")
+    return float(window)
 
 
 def buses() -> list[str]:
@@ -54,7 +72,7 @@ def _bus_of(i: int) -> str:
 
 
 def _active_bus(i: int) -> str:
-    bus = _bus_of(check_index(i))
+    bus = _bus_of(_check_index(i))
     _sysfs.require_active(bus)
     return bus
 
@@ -71,7 +89,7 @@ def usage(i: int, window: float = 1.0) -> Usage:
     wake it), the driver does not hold it, cannot be opened or is of a release
     arig does not accept; :class:`RmError` if the RM refuses a command.
     """
-    window = check_window(window)
+    window = _check_window(window)
     return _client.read_usage(_active_bus(i), window)
 
 
@@ -80,8 +98,8 @@ async def usage_async(i: int, window: float = 1.0) -> Usage:
 
     The arguments are checked before the thread is taken.
     """
-    check_index(i)
-    window = check_window(window)
+    _check_index(i)
+    window = _check_window(window)
     return await anyio.to_thread.run_sync(usage, i, window)
 
 
@@ -109,7 +127,7 @@ class NvOpener:
     __slots__ = ("index", "name")
 
     def __init__(self, index: int) -> None:
-        self.index = check_index(index)
+        self.index = _check_index(index)
         self.name = "NV" if index == 0 else f"NV:{index}"
 
     def __repr__(self) -> str:

@@ -125,7 +125,7 @@ def _driver_release(ctl: int) -> str:
     query = P.VersionStr(cmd=P.VERSION_QUERY)
     try:
         _fd.ioctl(ctl, P.NV_ESC_CHECK_VERSION_STR, query, "driver version query")
-        found = query.versionString.decode("ascii", "replace").strip()
+        found = str(query.versionString.decode("ascii", "replace")).strip()
         if found:
             return found
     except P.DriverError:

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from arig._errors import ArigError, ArigValueError
+from arig._errors import ArigError
 
 __all__ = [
     "RmError", "DriverError", "NoGpuError", "status_name", "iowr", "request", "check_status",
@@ -28,7 +28,7 @@ __all__ = [
     "Nv0080Alloc", "Nv2080Alloc", "IdInfoV2", "FbInfoV2", "UtilSamplesV2",
     "NameString", "ArchInfo", "GidInfo", "WatchdogInfo", "RegisterFd",
     "busy_percent", "fb_values", "arch_of", "bus_name", "release_major",
-    "release_from_proc", "Usage", "usage_of", "check_window", "check_index",
+    "release_from_proc", "Usage", "usage_of",
 ]
 
 u8, u16, u32, u64 = ctypes.c_uint8, ctypes.c_uint16, ctypes.c_uint32, ctypes.c_uint64
@@ -365,7 +365,7 @@ def busy_percent(p: UtilSamplesV2, window: float) -> float | None:
     oldest = 0 if math.isinf(window) else taken[-1][0] - round(window * 1e9)
     chosen = [util for stamp, util in taken if stamp >= oldest]
     mean = sum(chosen) / len(chosen) / 100.0
-    return min(100.0, max(0.0, mean))
+    return float(min(100.0, max(0.0, mean)))
 
 
 class NameString(ctypes.Structure):
@@ -461,24 +461,6 @@ def release_from_proc(text: str) -> str | None:
 def release_major(version: str) -> str:
     """The release branch of a driver version: ``"580.159.04"`` -> ``"580"``."""
     return version.strip().split(".", 1)[0]
-
-
-def check_window(window: float) -> float:
-    """``window`` as a float, or ValueError unless it is positive (NaN is not)."""
-    if isinstance(window, bool) or not isinstance(window, (int, float)):
-        raise ArigValueError(f"window must be a number of seconds, not {window!r}")
-    if math.isnan(window) or window <= 0:
-        raise ArigValueError(f"window must be positive seconds, not {window!r}")
-    return float(window)
-
-
-def check_index(i: int) -> int:
-    """``i`` if it is a GPU index (an int >= 0), else ValueError."""
-    if isinstance(i, bool) or not isinstance(i, int):
-        raise ArigValueError(f"a GPU index is an int, not {i!r}")
-    if i < 0:
-        raise ArigValueError(f"a GPU index is >= 0, not {i}")
-    return i
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,388 @@
+"""arig.nvrm against a machine laid out in a temporary directory.
+
+The PCI tree is a directory shaped like /sys/bus/pci, and the kernel driver
+is a fake standing in for arig.nvrm._fd (the only module that touches a file
+descriptor), so listing, the power check, the process's RM client and its
+reuse are all tested without a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import arig.nvrm as nvrm
+from arig._errors import ArigError, OpenError
+from arig.nvrm import _client, _fd, _sysfs
+from arig.nvrm import _params as P
+
+H200 = "0000:00:06.0"
+
+
+def add_function(root: Path, name: str, vendor: int = 0x10DE, pci_class: int = 0x030200,
+                 status: str = "active") -> Path:
+    """A PCI function directory the way sysfs writes one."""
+    d = root / "devices" / name
+    (d / "power").mkdir(parents=True)
+    (d / "vendor").write_text(f"0x{vendor:04x}\n")
+    (d / "class").write_text(f"0x{pci_class:06x}\n")
+    (d / "device").write_text("0x2335\n")
+    (d / "power" / "runtime_status").write_text(status + "\n")
+    return d
+
+
+@pytest.fixture(autouse=True)
+def fresh_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts without a process client and leaves none behind."""
+    monkeypatch.setattr(_client, "_client", None)
+
+
+@pytest.fixture
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """One active H200 and an empty /dev: the driver is not loaded."""
+    sys_root = tmp_path / "sys"
+    add_function(sys_root, H200)
+    add_function(sys_root, "0000:00:01.0", vendor=0x8086, pci_class=0x060000)
+    (tmp_path / "dev").mkdir()
+    monkeypatch.setattr(_sysfs, "ROOT", str(sys_root))
+    monkeypatch.setattr(_client, "DEV_ROOT", str(tmp_path / "dev"))
+    return sys_root
+
+
+# --- listing ---------------------------------------------------------------
+
+
+def test_buses_in_numeric_bus_order(tmp_path: Path) -> None:
+    for name in ["0001:00:00.0", "0000:0a:00.0", "0000:09:00.0", "0000:09:00.1",
+                 "0000:81:00.0", "0000:10:00.0"]:
+        add_function(tmp_path, name, pci_class=0x030000 if "81" in name else 0x030200)
+    assert _sysfs.buses(str(tmp_path)) == ["0000:09:00.0", "0000:09:00.1", "0000:0a:00.0",
+                                           "0000:10:00.0", "0000:81:00.0", "0001:00:00.0"]
+
+
+def test_buses_leave_out_other_functions(tmp_path: Path) -> None:
+    add_function(tmp_path, "0000:00:06.0")
+    add_function(tmp_path, "0000:00:06.1", pci_class=0x040300)  # the GPU's HDMI audio
+    add_function(tmp_path, "0000:00:02.0", vendor=0x1002, pci_class=0x030000)  # AMD VGA
+    add_function(tmp_path, "0000:00:1f.0", vendor=0x8086, pci_class=0x060100)
+    (tmp_path / "devices" / "not-a-pci-name").mkdir()
+    assert _sysfs.buses(str(tmp_path)) == ["0000:00:06.0"]
+
+
+def test_unreadable_function_is_left_out(tmp_path: Path) -> None:
+    add_function(tmp_path, "0000:00:05.0")
+    broken = add_function(tmp_path, "0000:00:04.0")
+    (broken / "vendor").unlink()
+    (broken / "vendor").mkdir()  # reading it fails even as root
+    garbled = add_function(tmp_path, "0000:00:03.0")
+    (garbled / "class").write_text("not hex\n")
+    gone = tmp_path / "devices" / "0000:00:02.0"
+    gone.mkdir()  # being removed: no files left
+    assert _sysfs.buses(str(tmp_path)) == ["0000:00:05.0"]
+
+
+def test_missing_tree_is_empty(tmp_path: Path) -> None:
+    assert _sysfs.buses(str(tmp_path / "nowhere")) == []
+    assert _sysfs.buses(str(tmp_path)) == []  # root without devices/
+
+
+def test_unlistable_tree_is_an_arig_error(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    add_function(tmp_path, H200)
+
+    def no_files(path: str) -> list[str]:
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE), path)
+
+    monkeypatch.setattr(os, "listdir", no_files)
+    with pytest.raises(P.DriverError, match="cannot list the PCI functions") as caught:
+        _sysfs.buses(str(tmp_path))
+    assert caught.value.errno == errno.EMFILE
+    assert isinstance(caught.value, ArigError)
+
+
+def test_public_buses_and_count(machine: Path) -> None:
+    add_function(machine, "0000:00:07.0")
+    assert nvrm.buses() == [H200, "0000:00:07.0"]
+    assert nvrm.count() == 2
+
+
+# --- power state -----------------------------------------------------------
+
+
+def test_runtime_status(tmp_path: Path) -> None:
+    add_function(tmp_path, H200)
+    add_function(tmp_path, "0000:00:07.0", status="suspended")
+    assert _sysfs.runtime_status(H200, str(tmp_path)) == "active"
+    _sysfs.require_active(H200, str(tmp_path))
+    with pytest.raises(P.DriverError, match="'suspended'"):
+        _sysfs.require_active("0000:00:07.0", str(tmp_path))
+    with pytest.raises(P.DriverError, match="power state"):
+        _sysfs.require_active("0000:00:08.0", str(tmp_path))
+
+
+def test_suspended_gpu_is_not_read(machine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (machine / "devices" / H200 / "power" / "runtime_status").write_text("suspended\n")
+    monkeypatch.setattr(_client, "client", lambda: pytest.fail("the driver was asked"))
+    for read in (nvrm.usage, nvrm.describe):
+        with pytest.raises(P.DriverError, match="runtime_status"):
+            read(0)
+
+
+# --- without the driver ----------------------------------------------------
+
+
+def test_missing_driver_is_an_arig_error(machine: Path) -> None:
+    for read in (nvrm.usage, nvrm.describe):
+        with pytest.raises(P.DriverError, match="nvidiactl") as caught:
+            read(0)
+        assert isinstance(caught.value, ArigError)
+        assert caught.value.errno == errno.ENOENT
+        assert isinstance(caught.value.__cause__, OSError)
+
+
+def test_no_such_gpu(machine: Path) -> None:
+    with pytest.raises(nvrm.NoGpuError, match="no GPU 1: this machine has 1 NVIDIA GPU$"):
+        nvrm.usage(1)
+    with pytest.raises(LookupError):
+        nvrm.describe(3)
+
+
+@pytest.mark.parametrize(("i", "window"), [(-1, 1.0), (0, 0.0), (0, -2.0),
+                                           (0, float("nan")), ("0", 1.0), (0, "1")])
+def test_usage_misuse(machine: Path, i: Any, window: Any) -> None:
+    with pytest.raises(ValueError):
+        nvrm.usage(i, window)
+
+
+@pytest.mark.asyncio
+async def test_usage_async_misuse_and_errors(machine: Path) -> None:
+    with pytest.raises(ValueError):
+        await nvrm.usage_async(0, window=float("nan"))
+    with pytest.raises(ValueError):
+        await nvrm.usage_async(-1)
+    with pytest.raises(P.DriverError, match="nvidiactl"):
+        await nvrm.usage_async(0)
+
+
+# --- the opener ------------------------------------------------------------
+
+
+def test_opener_names_and_misuse() -> None:
+    assert (nvrm.gpu(0).name, nvrm.gpu(0).index) == ("NV", 0)
+    assert (nvrm.gpu(3).name, nvrm.gpu(3).index) == ("NV:3", 3)
+    for bad in (-1, "0", 1.5, None, True):
+        with pytest.raises(ValueError):
+            nvrm.gpu(bad)  # type: ignore[arg-type]
+
+
+def test_opener_make_refuses_honestly(machine: Path) -> None:
+    with pytest.raises(OpenError, match="no GPU 2: this machine has 1"):
+        nvrm.gpu(2).make()
+    with pytest.raises(OpenError, match="cannot run work yet"):
+        nvrm.gpu(0).make()
+
+
+# --- the process's client, against a fake kernel driver ---------------------
+
+
+class FakeDriver:
+    """Stands in for arig.nvrm._fd: one H200 held by a 580 driver."""
+
+    def __init__(self, release: str = "580.159.04", watchdog: int = 0x5) -> None:
+        self.release, self.watchdog = release, watchdog
+        self.cards = {H200: (0, 0x6)}  # bus -> (minor, gpu_id)
+        self.fail_subdevice = False
+        self.util_supported = True
+        self.open_fds: set[int] = set()
+        self.calls: Counter[str] = Counter()
+        self.freed: list[int] = []
+        self._next = [100, 0xCAF00000]
+        self._lock = threading.Lock()
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        for name in ("open_file", "close", "ioctl", "rm_alloc", "rm_control", "rm_free"):
+            monkeypatch.setattr(_fd, name, getattr(self, name))
+
+    def _new(self, which: int) -> int:
+        with self._lock:
+            self._next[which] += 1
+            return self._next[which]
+
+    def open_file(self, path: str) -> int:
+        name = os.path.basename(path)
+        if name not in ("nvidiactl", *(f"nvidia{m}" for m, _ in self.cards.values())):
+            raise P.DriverError(f"cannot open {path}", errno.ENOENT)
+        fd = self._new(0)
+        with self._lock:
+            self.calls["open " + name] += 1
+            self.open_fds.add(fd)
+        return fd
+
+    def close(self, fd: int) -> None:
+        with self._lock:
+            self.open_fds.discard(fd)
+
+    def ioctl(self, fd: int, nr: int, arg: Any, what: str) -> None:
+        with self._lock:
+            self.calls[f"ioctl {nr}"] += 1
+        if nr == P.NV_ESC_CHECK_VERSION_STR:
+            arg.versionString, arg.reply = self.release.encode(), 1
+        elif nr == P.NV_ESC_CARD_INFO:
+            for k, (bus, (minor, gpu_id)) in enumerate(self.cards.items()):
+                domain, b, rest = bus.split(":")
+                arg[k].valid, arg[k].minor_number, arg[k].gpu_id = 1, minor, gpu_id
+                arg[k].pci_info.domain, arg[k].pci_info.bus = int(domain, 16), int(b, 16)
+                arg[k].pci_info.slot = int(rest.split(".")[0], 16)
+
+    def rm_alloc(self, ctl: int, client: int, parent: int, cls: int, params: Any,
+                 what: str) -> int:
+        with self._lock:
+            self.calls[f"alloc 0x{cls:x}"] += 1
+        if cls == P.NV20_SUBDEVICE_0 and self.fail_subdevice:
+            raise P.RmError(what, 0x1B)
+        return self._new(1)
+
+    def rm_free(self, ctl: int, client: int, parent: int, obj: int) -> None:
+        self.freed.append(obj)
+
+    def rm_control(self, ctl: int, client: int, obj: int, cmd: int, params: Any) -> None:
+        with self._lock:
+            self.calls[f"control 0x{cmd:x}"] += 1
+        if cmd == P.CTRL_GPU_GET_ID_INFO_V2:
+            params.deviceInstance = 0
+        elif cmd == P.CTRL_FB_GET_INFO_V2:
+            kib = {P.FB_RAM_SIZE: 147_221_504, P.FB_HEAP_FREE: 146_591_680,
+                   P.FB_BAR1_SIZE: 268_435_456}
+            for k in range(params.fbInfoListSize):
+                params.fbInfoList[k].data = kib.get(params.fbInfoList[k].index, 0)
+        elif cmd == P.CTRL_PERF_UTIL_SAMPLES_V2:
+            if not self.util_supported:
+                raise P.RmError("util", 0x56)
+            for k in range(10):
+                params.samples[k].timeStamp = (10 + k) * 200_000_000
+                params.samples[k].gr.util = 5000
+        elif cmd == P.CTRL_GPU_GET_NAME_STRING:
+            params.gpuNameString[:11] = list(b"NVIDIA H200")
+        elif cmd == P.CTRL_MC_GET_ARCH_INFO:
+            params.architecture, params.implementation = 0x180, 0
+        elif cmd == P.CTRL_GPU_GET_GID_INFO:
+            text = b"GPU-7cc9fa83-3b2e-3e5a-008a-f824f2af7a22\0"
+            params.data[: len(text)], params.length = list(text), len(text)
+        elif cmd == P.CTRL_RC_GET_WATCHDOG_INFO:
+            params.watchdogStatusFlags = self.watchdog
+
+
+@pytest.fixture
+def driver(machine: Path, monkeypatch: pytest.MonkeyPatch) -> FakeDriver:
+    fake = FakeDriver()
+    fake.install(monkeypatch)
+    return fake
+
+
+def test_usage_reads_and_reuses_objects(driver: FakeDriver) -> None:
+    for _ in range(50):
+        u = nvrm.usage(0, window=1.0)
+    assert u == nvrm.Usage(memory_total=147_221_504 * 1024,
+                           memory_free=146_591_680 * 1024, busy=50.0)
+    made = {k: v for k, v in driver.calls.items() if k.startswith(("open", "alloc"))}
+    assert made == {"open nvidiactl": 1, "open nvidia0": 1, "alloc 0x41": 1,
+                    "alloc 0x80": 1, "alloc 0x2080": 1}
+    assert driver.calls[f"ioctl {P.NV_ESC_REGISTER_FD}"] == 1
+    assert driver.calls[f"control 0x{P.CTRL_FB_GET_INFO_V2:x}"] == 50
+    assert len(driver.open_fds) == 2
+
+
+def test_first_use_from_many_threads_makes_one_client(driver: FakeDriver) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda _: nvrm.usage(0), range(64)))
+    assert all(r.busy == 50.0 for r in results)
+    assert driver.calls["alloc 0x41"] == driver.calls["alloc 0x2080"] == 1
+    assert driver.calls["open nvidia0"] == 1
+
+
+def test_busy_is_none_where_the_rm_takes_no_samples(driver: FakeDriver) -> None:
+    driver.util_supported = False
+    assert nvrm.usage(0).busy is None
+
+
+@pytest.mark.asyncio
+async def test_usage_async_runs_in_a_thread(driver: FakeDriver,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    caller = threading.get_ident()
+    seen: list[int] = []
+    real = driver.rm_control
+
+    def spy(*args: Any) -> None:
+        seen.append(threading.get_ident())
+        real(*args)
+
+    monkeypatch.setattr(_fd, "rm_control", spy)
+    u = await nvrm.usage_async(0, window=0.5)
+    assert u.busy == 50.0 and seen and caller not in seen
+
+
+@pytest.mark.parametrize(("flags", "hang_ms"), [(0x5, 30_000), (0x6, None)])
+def test_describe_facts(driver: FakeDriver, flags: int, hang_ms: int | None) -> None:
+    driver.watchdog = flags
+    facts = nvrm.describe(0)
+    assert dict(facts) == {
+        "name": "NVIDIA H200", "arch": "sm_90", "chip": "GH100",
+        "uuid": "GPU-7cc9fa83-3b2e-3e5a-008a-f824f2af7a22", "bus": H200,
+        "memory_total": 147_221_504 * 1024, "bar1_size": 256 * 2**30, "hang_ms": hang_ms}
+    with pytest.raises(TypeError):
+        facts["name"] = "x"  # type: ignore[index]
+
+
+def test_unsupported_release_is_refused(driver: FakeDriver) -> None:
+    driver.release = "535.183.01"
+    for _ in range(2):  # refused again, not half-made
+        with pytest.raises(P.DriverError, match=r"release 535\.183\.01.*580\.x"):
+            nvrm.usage(0)
+    assert driver.calls["alloc 0x41"] == 0
+    assert driver.open_fds == set()
+
+
+def test_gpu_the_driver_does_not_hold(driver: FakeDriver) -> None:
+    driver.cards = {}
+    with pytest.raises(P.DriverError, match="does not hold GPU 0000:00:06.0"):
+        nvrm.usage(0)
+
+
+def test_failed_gpu_objects_are_given_back(driver: FakeDriver) -> None:
+    driver.fail_subdevice = True
+    with pytest.raises(P.RmError, match="subdevice") as caught:
+        nvrm.usage(0)
+    assert caught.value.status_name == "NV_ERR_INSUFFICIENT_PERMISSIONS"
+    assert len(driver.freed) == 1  # the device made before it
+    assert len(driver.open_fds) == 1  # only nvidiactl: /dev/nvidia0 was closed
+    driver.fail_subdevice = False
+    assert nvrm.usage(0).busy == 50.0  # the next call tries again
+
+
+def test_child_forgets_the_client_after_fork() -> None:
+    r, w = os.pipe()
+    child = _client.Client(ctl=r, root=0xC1, release="580.159.04")
+    _client._client = child
+    _client._forget_in_child()
+    assert _client._client is None
+    with pytest.raises(OSError):
+        os.fstat(r)  # the inherited file was let go
+    os.close(w)
+
+
+def test_ioctl_shell_turns_os_errors_into_driver_errors(tmp_path: Path) -> None:
+    with open(tmp_path / "plain", "w") as f:
+        with pytest.raises(P.DriverError, match="card info") as caught:
+            _fd.ioctl(f.fileno(), P.NV_ESC_CARD_INFO, P.CardInfoArray(), "card info")
+    assert caught.value.errno == errno.ENOTTY
+    with pytest.raises(P.DriverError, match="cannot open"):
+        _fd.open_file(str(tmp_path / "nvidiactl"))
+    assert ctypes.sizeof(P.UtilSamplesV2) > P.MAX_IOCTL_SIZE  # control params go by pointer
