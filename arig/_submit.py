@@ -166,6 +166,7 @@ class SubmitThread:
             if not self.failed:
                 try:
                     backend.call_fill(qi, fill, arg, v)
+                    backend.mark(qi, v)
                     pending[qi] = v
                 except BaseException as exc:  # noqa: BLE001 - loses the device
                     self._fail(exc)

@@ -84,6 +84,10 @@ class Backend(abc.ABC):
     def signal(self, qi: int, v: int) -> None:
         """Arrange ``timeline.report(qi, v)`` once queue ``qi``'s work so far has completed."""
 
+    def mark(self, qi: int, v: int) -> None:
+        """After each fill: record cheaply that ``v`` follows the work so far on
+        queue ``qi`` (progress between signals).  Optional."""
+
     def abort(self) -> None:
         """The device is lost: unblock whatever waits on the driver.  Loop thread; must not block."""
 

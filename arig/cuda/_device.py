@@ -46,6 +46,8 @@ FILL = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_uint64)
 MIN_DRIVER = 12040
 #: Seconds between fault checks while work is outstanding.
 FAULT_POLL = 0.02
+#: Seconds between wake-ups while nothing is outstanding.
+IDLE_POLL = 0.5
 #: hang_ms on a GPU where no display watchdog runs (the seed's 30 s).
 DEFAULT_HANG_MS = 30_000
 
@@ -188,13 +190,20 @@ class CudaBackend(Backend):
         self.gpu.context_failed()
         lib.cuCtxSetCurrent(None)
         lib.cuDevicePrimaryCtxRelease_v2(self.cudev)
+        lib.cuDevicePrimaryCtxReset_v2(self.cudev)  # refused while another user holds it
         ctx = c_void_p()
-        check(lib.cuDevicePrimaryCtxRetain(byref(ctx), self.cudev), "cuDevicePrimaryCtxRetain")
-        self.ctx = ctx.value
-        check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-        rc = lib.cuMemAlloc_v2(byref(probe), 256)
+        rc = lib.cuDevicePrimaryCtxRetain(byref(ctx), self.cudev)
+        if rc == 0:
+            self.ctx = ctx.value
+            lib.cuCtxSetCurrent(self.ctx)
+            rc = lib.cuMemAlloc_v2(byref(probe), 256)
+        else:
+            self.ctx = 0
         if rc:
-            raise OpenError(f"cannot open {self.name}: its primary context failed earlier ({CudaError.of(rc)}) and another user in this process still holds it")
+            raise OpenError(
+                f"cannot open {self.name}: a fault earlier in this process left GPU {self.ordinal} unusable ({CudaError.of(rc)}); "
+                "libcuda keeps such an error until the process exits, or another user still holds the primary context"
+            )
         lib.cuMemFree_v2(probe.value)
 
     def _attr(self, name: str) -> int:
@@ -250,6 +259,7 @@ class CudaBackend(Backend):
                 raise OSError(ctypes.get_errno(), "sem_init")
             self._sems.append(sem)
         self._signalled = [0] * n
+        self._marked = [0] * n
         self._fallback: list[deque[int]] = [deque() for _ in range(n)]
         # Stream memory operations write the word from the GPU; without them
         # the waiter pairs each sem_post with a value recorded at signal time.
@@ -289,13 +299,18 @@ class CudaBackend(Backend):
         if rc:
             raise CudaError.of(rc, f"fill of value {v}")
 
-    def signal(self, qi: int, v: int) -> None:
-        stream = self._streams[qi]
+    def mark(self, qi: int, v: int) -> None:
+        # The GPU writes v once the fill's work is done: no host function, no
+        # stream stall.  The waiter reads it at each wake-up, so progress shows
+        # (to the hang watchdog too) between the burst's host functions.
         if self._memops:
-            check(lib.cuStreamWriteValue64_v2(stream, self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
-        else:
+            check(lib.cuStreamWriteValue64_v2(self._streams[qi], self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
+        self._marked[qi] = v
+
+    def signal(self, qi: int, v: int) -> None:
+        if not self._memops:
             self._fallback[qi].append(v)
-        check(lib.cuLaunchHostFunc(stream, _SEM_POST, ctypes.addressof(self._sems[qi])), "cuLaunchHostFunc")
+        check(lib.cuLaunchHostFunc(self._streams[qi], _SEM_POST, ctypes.addressof(self._sems[qi])), "cuLaunchHostFunc")
         self._signalled[qi] = v
 
     # -- the waiter thread ---------------------------------------------------------
@@ -309,7 +324,7 @@ class CudaBackend(Backend):
         ts = _Timespec()
         last = 0
         while not self._closing:
-            deadline = time.time() + FAULT_POLL
+            deadline = time.time() + (FAULT_POLL if last < self._marked[qi] else IDLE_POLL)
             ts.tv_sec = int(deadline)
             ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
             woke = _libc.sem_timedwait(sem, byref(ts)) == 0
@@ -324,7 +339,7 @@ class CudaBackend(Backend):
             if v > last:
                 last = v
                 report(qi, v)
-            elif not woke and last < self._signalled[qi]:
+            elif not woke and last < self._marked[qi]:
                 rc = lib.cuStreamQuery(stream)
                 if rc not in (0, CUDA_ERROR_NOT_READY):
                     self.timeline.fail_threadsafe(CudaError.of(rc, f"work on queue {qi} of {self.name} (found by cuStreamQuery)"))

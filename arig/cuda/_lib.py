@@ -89,6 +89,7 @@ _PROTOS: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "cuDeviceGetUuid_v2": (CUresult, (c_char_p, CUdevice)),
     "cuDevicePrimaryCtxRetain": (CUresult, (POINTER(HANDLE), CUdevice)),
     "cuDevicePrimaryCtxRelease_v2": (CUresult, (CUdevice,)),
+    "cuDevicePrimaryCtxReset_v2": (CUresult, (CUdevice,)),
     "cuCtxSetCurrent": (CUresult, (HANDLE,)),
     "cuCtxGetCurrent": (CUresult, (POINTER(HANDLE),)),
     "cuStreamCreate": (CUresult, (POINTER(HANDLE), c_uint)),

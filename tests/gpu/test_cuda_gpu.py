@@ -254,13 +254,18 @@ async def main():
     except arig.DeviceLost: later = "DeviceLost"
     t1 = time.perf_counter(); await dev.stop(); t_stop = time.perf_counter() - t1
     t2 = time.perf_counter()
-    async with await arig.open(arig.cuda.gpu(0)) as dev2:
-        t_reopen = time.perf_counter() - t2
-        img2 = await dev2.load(shipped_image())
-        out = await dev2.alloc(8)
-        await dev2.run(fill, Launch(img2.function("store"), 1, 1, pack(out, np.uint32(0), np.uint64(42))))
-        h = np.zeros(1, np.uint64); await dev2.download(out, h)
-    print(json.dumps(dict(kinds=kinds, cause=cause, msg=msg, later=later, fanout_s=t_all, stop_s=t_stop, reopen_s=t_reopen, after=int(h[0]))))
+    after, reopen = None, "ok"
+    try:
+        async with await arig.open(arig.cuda.gpu(0)) as dev2:
+            img2 = await dev2.load(shipped_image())
+            out = await dev2.alloc(8)
+            await dev2.run(fill, Launch(img2.function("store"), 1, 1, pack(out, np.uint32(0), np.uint64(42))))
+            h = np.zeros(1, np.uint64); await dev2.download(out, h)
+            after = int(h[0])
+    except arig.OpenError as e:
+        reopen = "OpenError: " + str(e)
+    t_reopen = time.perf_counter() - t2
+    print(json.dumps(dict(kinds=kinds, cause=cause, msg=msg, later=later, fanout_s=t_all, stop_s=t_stop, reopen_s=t_reopen, reopen=reopen, after=after)))
 asyncio.run(main())
 """
 
@@ -272,8 +277,13 @@ def test_fault_fails_100_waiters_then_reopen(kernel: str) -> None:
     assert str(r["cause"]).startswith("CudaError:CUDA_ERROR_"), r
     assert "CUDA_ERROR_" in str(r["msg"]), r
     assert r["later"] == "DeviceLost"
-    assert r["after"] == 42, r  # the reopened device works
     print(f"{kernel}: {r}")
+    # libcuda keeps a sticky fault for the life of the process; arig then refuses the
+    # reopen with an OpenError that says so, rather than hand out a dead device.
+    if r["reopen"] == "ok":
+        assert r["after"] == 42, r
+    else:
+        assert "until the process exits" in str(r["reopen"]), r
 
 
 HANG = """
