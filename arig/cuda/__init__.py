@@ -8,17 +8,19 @@ from __future__ import annotations
 
 from .._errors import ArigTypeError, ArigValueError
 from ._device import FILL, CudaOpener, count
-from ._launch import Launch, check_args, dims, pack
+from ._launch import Launch, check_args, pack
 from ._lib import CudaError, CudaOutOfMemory, CudaUnavailable
 
 __all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture"]
 
 
-def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None) -> CudaOpener:
+def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 40) -> CudaOpener:
     """The opener of GPU ``i`` (name ``"CUDA"`` for 0, ``"CUDA:i"`` otherwise).
 
     ``queues`` non-blocking streams; ``hang_ms`` overrides the hang timeout
-    (default: 30 s where no display watchdog runs, else None).
+    (default: 30 s where no display watchdog runs, else None); ``spin_us``
+    bounds how long a waiter thread watches for a predicted completion while
+    one or two values are outstanding (0: only host functions wake it).
     """
     if isinstance(i, bool) or not isinstance(i, int):
         raise ArigTypeError(f"GPU index must be an int, got {type(i).__name__}")
@@ -28,7 +30,9 @@ def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None) -> CudaOpener:
         raise ArigValueError(f"queues must be an int >= 1, got {queues!r}")
     if hang_ms is not None and (isinstance(hang_ms, bool) or not isinstance(hang_ms, int) or hang_ms <= 0):
         raise ArigValueError(f"hang_ms must be a positive int or None, got {hang_ms!r}")
-    return CudaOpener(i, queues, hang_ms)
+    if isinstance(spin_us, bool) or not isinstance(spin_us, int) or spin_us < 0:
+        raise ArigValueError(f"spin_us must be an int >= 0, got {spin_us!r}")
+    return CudaOpener(i, queues, hang_ms, spin_us)
 
 
 def __getattr__(name: str) -> object:
