@@ -263,7 +263,8 @@ class CudaAbi:
                 raise
             modules = tuple(sorted({b.module_of(k.func) or 0 for k in ks}))
             b.gpu.retain(modules)
-            graph = Graph(exec_.value or 0, nodes, functools.partial(b.gpu.collect, exec_.value or 0, g.value or 0, modules))
+            collect = functools.partial(b.gpu.collect, exec_.value or 0, g.value or 0, modules, b.gpu.generation)
+            graph = Graph(exec_.value or 0, nodes, collect)
             graph._kernels = ks
             return graph
         finally:

@@ -31,22 +31,30 @@ class GpuState:
     def __init__(self, ordinal: int) -> None:
         self.ordinal = ordinal
         self._refs: dict[int, int] = {}  # CUmodule -> references (its image + each graph using it)
-        self._collected: list[tuple[int, int, tuple[int, ...]]] = []  # (exec, graph, modules)
+        self._collected: list[tuple[int, int, tuple[int, ...], int | None]] = []  # (exec, graph, modules, generation)
         self._unloads: list[int] = []
         self._lock = threading.Lock()  # held only for list/dict updates, never across a CUDA call
         self._reclaiming = threading.Lock()
         self.destroyed = 0  # graphs destroyed so far (tests read it)
         # While modules or graphs live, the state holds its own reference on
         # the primary context, so their handles stay valid after the device
-        # that made them stopped and released its reference.
+        # that made them stopped and released its reference.  _ctx_lock makes
+        # "hold, then count" and "check nothing is counted, then release" atomic
+        # (only bookkeeping and the retain/release calls run under it).
         self._ctx_held = False
+        self._ctx_lock = threading.Lock()
+        self._graphs = 0  # graphs made and not yet destroyed (an empty graph references no module)
+        # Bumped when the primary context fails: handles of an older generation
+        # died with that context and must never reach a CUDA destructor.
+        self.generation = 0
 
     # -- bookkeeping (any thread, never blocks on CUDA) ------------------------
     def add_module(self, module: int) -> None:
         """Count a module just loaded (a thread with the context current)."""
-        self._hold_context()
-        with self._lock:
-            self._refs[module] = self._refs.get(module, 0) + 1
+        with self._ctx_lock:
+            self._hold_context()
+            with self._lock:
+                self._refs[module] = self._refs.get(module, 0) + 1
 
     def _hold_context(self) -> None:
         if not self._ctx_held:
@@ -56,20 +64,23 @@ class GpuState:
                 self._ctx_held = True
 
     def _drop_context(self) -> None:
-        if self._ctx_held and not self._refs and not self._collected:
-            dev = c_int()
-            lib.cuDeviceGet(byref(dev), self.ordinal)
-            lib.cuDevicePrimaryCtxRelease_v2(dev.value)
-            self._ctx_held = False
+        with self._ctx_lock:
+            if self._ctx_held and not self._refs and not self._collected and not self._graphs:
+                dev = c_int()
+                lib.cuDeviceGet(byref(dev), self.ordinal)
+                lib.cuDevicePrimaryCtxRelease_v2(dev.value)
+                self._ctx_held = False
 
     def context_failed(self) -> None:
         """The primary context faulted: every handle died with it.  Forget them
         and give back the state's reference, so the context can be made anew."""
         with self._lock:
+            self.generation += 1
             self.destroyed += len(self._collected)
             self._collected.clear()
             self._refs.clear()
             self._unloads.clear()
+            self._graphs = 0
         self._drop_context()
 
     def loaded(self, module: int) -> bool:
@@ -77,20 +88,26 @@ class GpuState:
             return self._refs.get(module, 0) > 0
 
     def retain(self, modules: Iterable[int]) -> None:
-        """Count a new graph's references on its modules (a thread that may call CUDA)."""
-        self._hold_context()
-        with self._lock:
-            for m in modules:
-                self._refs[m] = self._refs.get(m, 0) + 1
+        """Count a new graph and its references on its modules (a thread that may call CUDA)."""
+        with self._ctx_lock:
+            self._hold_context()
+            with self._lock:
+                self._graphs += 1
+                for m in modules:
+                    self._refs[m] = self._refs.get(m, 0) + 1
 
     def release_module(self, module: int) -> None:
         """Drop one reference; the unload itself waits for ``reclaim``."""
         with self._lock:
             self._unloads.append(module)
 
-    def collect(self, exec_: int, graph: int, modules: tuple[int, ...]) -> None:
-        """Queue a graph for destruction.  Safe in a finalizer: no CUDA, no blocking."""
-        self._collected.append((exec_, graph, modules))  # list.append is atomic
+    def collect(self, exec_: int, graph: int, modules: tuple[int, ...], generation: int | None = None) -> None:
+        """Queue a graph for destruction.  Safe in a finalizer: no CUDA, no blocking.
+
+        ``generation``: the state's ``generation`` when the graph was made (None:
+        the current one); a graph of a failed context is forgotten, not destroyed.
+        """
+        self._collected.append((exec_, graph, modules, generation))  # list.append is atomic
 
     @property
     def pending(self) -> int:
@@ -108,21 +125,27 @@ class GpuState:
             return
         try:
             while self._collected:
-                exec_, graph, modules = self._collected.pop(0)
+                exec_, graph, modules, generation = self._collected.pop(0)
+                if generation is not None and generation != self.generation:
+                    self.destroyed += 1  # it died with its failed context: no destructor, no unload
+                    continue
                 if exec_:
                     lib.cuGraphExecDestroy(c_void_p(exec_))
                 if graph:
                     lib.cuGraphDestroy(c_void_p(graph))
                 self.destroyed += 1
                 with self._lock:
+                    self._graphs = max(0, self._graphs - 1)
                     self._unloads.extend(modules)
             with self._lock:
                 unloads, self._unloads = self._unloads, []
                 dead = []
                 for m in unloads:
-                    n = self._refs.get(m, 0) - 1
+                    if m not in self._refs:
+                        continue  # not counted here (forgotten with a failed context): not ours to unload
+                    n = self._refs[m] - 1
                     if n <= 0:
-                        self._refs.pop(m, None)
+                        del self._refs[m]
                         dead.append(m)
                     else:
                         self._refs[m] = n
@@ -138,8 +161,10 @@ class GpuState:
         self._refs.clear()
         self._collected.clear()
         self._unloads.clear()
+        self._graphs = 0
         self._lock = threading.Lock()
         self._reclaiming = threading.Lock()
+        self._ctx_lock = threading.Lock()
 
 
 _PID = os.getpid()
