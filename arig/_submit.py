@@ -85,11 +85,14 @@ class SubmitThread:
             self._space_wanted = True
             if not self.full():  # re-check after announcing: see the module docstring
                 break
-            await self._space
-        self._space_wanted = False
+            # shield: the future is shared; cancelling one waiter must not cancel the others.
+            await asyncio.shield(self._space)
 
     def wake_space(self) -> None:
         """Wake tasks waiting for room (they re-check and may raise)."""
+        # Only the wake-up clears the flag: every task it wakes re-announces
+        # before waiting again, so no waiter is left without one.
+        self._space_wanted = False
         if self._space is not None and not self._space.done():
             self._space.set_result(None)
 
@@ -170,6 +173,7 @@ class SubmitThread:
                     pending[qi] = v
                 except BaseException as exc:  # noqa: BLE001 - loses the device
                     self._fail(exc)
+            item = fill = arg = None  # hold no fill or arg while idle: the timeline keeps them
             self._taken += 1
             if self._space_wanted:
                 self._post(self.wake_space)

@@ -67,8 +67,8 @@ class Timeline:
     async def wait(self, v: int) -> None:
         if v <= self.reached:
             return
-        if self.lost is not None:
-            raise self.lost
+        if self.cause is not None:
+            raise DeviceLost(self._name, self.cause)  # a new one: see Device._check_usable
         fut = self._waiters.get(v)
         if fut is None:
             fut = self._loop.create_future()
@@ -93,7 +93,7 @@ class Timeline:
         waiters, self._waiters, self._heap = self._waiters, {}, []
         for fut in waiters.values():
             if not fut.done():
-                fut.set_exception(self.lost)
+                fut.set_exception(DeviceLost(self._name, cause))
                 fut.exception()  # retrieved: no "never retrieved" log if every waiter was cancelled
         for cb in self._on_fail:
             cb()
@@ -108,6 +108,8 @@ class Timeline:
 
     def _deliver(self) -> None:
         self._scheduled = False  # before reading _completed: see report()
+        if self.lost is not None:
+            return  # a lost timeline stays where it was: a value failed to its waiters never becomes reached
         if self._multi:
             order, completed, r = self._order, self._completed, self.reached
             while order and completed[order[0][1]] >= order[0][0]:

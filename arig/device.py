@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, OpenError
+from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError
 from ._memory import Buffer, Image
 from ._submit import SubmitThread
 from ._timeline import Timeline
@@ -175,8 +175,10 @@ class Device:
         return self._tl.reached_at(_check_index(v, "v"))
 
     def _check_usable(self) -> None:
-        if self._tl.lost is not None:
-            raise self._tl.lost
+        if self._tl.cause is not None:
+            # A new exception each time: re-raising one instance would grow its
+            # traceback, and keep every frame it passed through, on every call.
+            raise DeviceLost(self.name, self._tl.cause)
         if self._stopping:
             raise DeviceStopped(f"device {self.name} is stopped")
 
@@ -371,10 +373,13 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
         raise ArigValueError(f"stop_timeout must be positive, got {stop_timeout}")
     loop = asyncio.get_running_loop()
     st = SubmitThread(loop, name, max_pending)
+    starting = asyncio.ensure_future(st.start(opener.make))
     try:
-        backend = await asyncio.shield(st.start(opener.make))
+        backend = await asyncio.shield(starting)
     except asyncio.CancelledError:
         st.put_stop()  # the thread closes the backend if make() succeeds
+        # Nobody awaits the open any more: retrieve a later failure of make().
+        starting.add_done_callback(lambda t: t.cancelled() or t.exception())
         raise
     except OpenError:
         raise

@@ -67,9 +67,11 @@ class HostQueue:
         self._aborted = True
 
     def close(self, timeout: float) -> None:
+        lost = self._aborted
         self._aborted = True
         self._items.put(_STOP)
-        self._thread.join(timeout)
+        if not lost:  # a lost device's work may never end: do not wait for it
+            self._thread.join(timeout)
 
     def _run(self) -> None:
         items, room = self._items, self._room
