@@ -1,0 +1,183 @@
+"""What every benchmark shares: sizes, fills, the latency and concurrency loops, error capture."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from arig._stall import StallMeter
+
+from ._stats import summarize, windows_rate
+
+__all__ = [
+    "Config",
+    "Op",
+    "launch_fill",
+    "graph_fill",
+    "host_noop_fill",
+    "latency_block",
+    "concurrency_level",
+    "guarded",
+    "aguarded",
+    "error_record",
+    "log",
+    "TASKS",
+    "KERNEL_US",
+]
+
+#: Kernel lengths of benchmark 1 (0 = the ``empty`` kernel).
+KERNEL_US = (0, 50, 200, 1000)
+#: Task counts of the concurrency sweep.
+TASKS = (1, 4, 16, 64, 256, 1024)
+
+#: An operation the loops time: one submit (or launch) and the wait for it.
+#: It may return a float (seconds from the driver's report to the resumed
+#: coroutine) or None.
+Op = Callable[[], Awaitable[Any]]
+
+
+@dataclass
+class Config:
+    """Sizes of a run: ``quick`` makes CI-sized runs (seconds)."""
+
+    quick: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def pick(self, full: Any, quick: Any) -> Any:
+        return quick if self.quick else full
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# -- fills ---------------------------------------------------------------------
+
+
+def launch_fill(stream: int, launch: Any, v: int) -> int:
+    """A Python fill launching a prepared ``arig.cuda.Launch``."""
+    return launch(stream)
+
+
+def graph_fill(stream: int, graph: Any, v: int) -> int:
+    """A Python fill launching an ``arig.cuda_abi.Graph``."""
+    return graph.launch(stream)
+
+
+def _nothing() -> None:
+    return None
+
+
+def host_noop_fill(queue: Any, arg: Any, v: int) -> None:
+    """The host device's 0 µs work: a no-op on the host queue's worker."""
+    queue.enqueue(_nothing)
+
+
+# -- error capture -------------------------------------------------------------------
+
+
+def error_record(exc: BaseException) -> dict[str, Any]:
+    return {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=8)}
+
+
+def guarded(out: dict[str, Any], key: str, fn: Callable[[], Any]) -> Any:
+    """``out[key] = fn()``; on failure ``out[key]`` records the error (nothing raises)."""
+    try:
+        out[key] = fn()
+    except Exception as exc:  # noqa: BLE001 - one failure must not end the run
+        log(f"  {key}: {type(exc).__name__}: {exc}")
+        out[key] = error_record(exc)
+    return out[key]
+
+
+async def aguarded(out: dict[str, Any], key: str, coro: Awaitable[Any], timeout: float | None = None) -> Any:
+    """``out[key] = await coro`` (bounded by ``timeout``); on failure ``out[key]`` records the error."""
+    try:
+        out[key] = await (asyncio.wait_for(coro, timeout) if timeout else coro)
+    except Exception as exc:  # noqa: BLE001
+        log(f"  {key}: {type(exc).__name__}: {exc}")
+        out[key] = error_record(exc)
+    return out[key]
+
+
+# -- the loops ---------------------------------------------------------------------
+
+
+async def latency_block(op: Op, n: int) -> dict[str, Any]:
+    """Run ``op`` ``n`` times from one task: each latency, and the process CPU per op.
+
+    CPU is ``time.process_time()`` (every thread of the process) over the
+    block, divided by ``n``: what one completion costs the machine, the
+    launch included.
+    """
+    lat: list[float] = []
+    resume: list[float] = []
+    pc = time.perf_counter
+    c0, w0 = time.process_time(), pc()
+    for _ in range(n):
+        t = pc()
+        r = await op()
+        lat.append(pc() - t)
+        if r is not None:
+            resume.append(r)
+    c1, w1 = time.process_time(), pc()
+    return {"lat": lat, "resume": resume, "cpu_per_op": (c1 - c0) / n, "wall_per_op": (w1 - w0) / n}
+
+
+async def concurrency_level(make_op: Callable[[int], Op], tasks: int, warm: float, duration: float, windows: int = 10) -> dict[str, Any]:
+    """``tasks`` tasks, each running its op in a loop for ``warm + duration`` seconds.
+
+    Figures cover the ``duration`` after the warm-up: completions per second
+    (the median over ``windows`` slices, with their spread), latency of each
+    op that started in it, the event loop's longest stall (``StallMeter``)
+    and the process CPU per completion.
+    """
+    pc = time.perf_counter
+    ops = [make_op(k) for k in range(tasks)]
+    lat: list[float] = []
+    done: list[float] = []
+    t0 = pc()
+    t_warm, t_end = t0 + warm, t0 + warm + duration
+
+    async def worker(op: Op) -> None:
+        while True:
+            t = pc()
+            if t >= t_end:
+                return
+            await op()
+            t1 = pc()
+            if t >= t_warm:
+                lat.append(t1 - t)
+            if t_warm <= t1 < t_end:
+                done.append(t1)
+
+    loop = asyncio.get_running_loop()
+    workers = [loop.create_task(worker(op)) for op in ops]
+    try:
+        await asyncio.sleep(max(0.0, t_warm - pc()))
+        c0 = time.process_time()
+        async with StallMeter() as meter:
+            await asyncio.sleep(max(0.0, t_end - pc()))
+        c1 = time.process_time()
+        await asyncio.gather(*workers)
+    finally:
+        for w in workers:
+            w.cancel()
+    rates = windows_rate(done, t_warm, t_end, windows)
+    n = len(done)
+    return {
+        "tasks": tasks,
+        "completions": n,
+        "seconds": duration,
+        "completions_per_s": n / duration,
+        "completions_per_s_windows": summarize(rates),
+        "latency_us": summarize(lat, 1e6),
+        "longest_stall_ms": meter.longest * 1e3,
+        "stall_ticks": meter.ticks,
+        "cpu_us_per_completion": (c1 - c0) / n * 1e6 if n else None,
+    }
