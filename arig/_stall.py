@@ -22,11 +22,12 @@ class StallMeter:
         self.longest = 0.0
         self.ticks = 0
         self._task: asyncio.Task[None] | None = None
+        self._since = 0.0
 
     async def _tick(self) -> None:
         period = self.period
         while True:
-            t = time.perf_counter()
+            t = self._since = time.perf_counter()
             await asyncio.sleep(period)
             late = time.perf_counter() - t - period
             self.ticks += 1
@@ -40,6 +41,10 @@ class StallMeter:
 
     async def __aexit__(self, *exc: Any) -> None:
         assert self._task is not None
+        # A stall that ends just before exit has not woken the ticker yet: count it here.
+        late = time.perf_counter() - self._since - self.period
+        if self._since and late > self.longest:
+            self.longest = late
         self._task.cancel()
         try:
             await self._task

@@ -77,6 +77,8 @@ _libc.sem_timedwait.argtypes = (c_void_p, ctypes.POINTER(_Timespec))
 _libc.sem_destroy.argtypes = (c_void_p,)
 _SEM_POST = ctypes.cast(_libc.sem_post, c_void_p).value
 _SEM_T = 64  # bytes; sem_t is 32 on x86-64 glibc, with room to spare
+#: Timeline words (pinned memory) and semaphores of closed devices whose streams still had work queued.
+_ORPHANS: list[tuple[int, list[Any]]] = []
 
 
 def _sem_wait(sem: int, ts: _Timespec, timeout: float) -> bool:
@@ -325,7 +327,10 @@ class CudaBackend(Backend):
         # (to the hang watchdog too) between the burst's host functions.
         if self._memops:
             check(lib.cuStreamWriteValue64_v2(self._streams[qi], self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
+        idle = self._last[qi] >= self._marked[qi]
         self._marked[qi] = v
+        if idle:  # the waiter may be in a long idle sleep: wake it to poll for faults
+            _libc.sem_post(self._sems[qi])
 
     def signal(self, qi: int, v: int) -> None:
         if not self._memops:
@@ -475,6 +480,13 @@ class CudaBackend(Backend):
             _libc.sem_post(sem)
         for t in self._waiters:
             t.join(timeout=2.0)
+        # Work still queued (after a hang, a stop timeout or an abandoned device)
+        # runs once the GPU gets to it whenever the context outlives this device
+        # (a loaded image's GPU state or another library holds it): it writes the
+        # timeline words and sem_posts the semaphores.  Those are never freed.
+        if any(lib.cuStreamQuery(s) == CUDA_ERROR_NOT_READY for s in self._streams):
+            _ORPHANS.append((self._words, self._sems))
+            self._words, self._sems = 0, []
         self._release()
 
     def _release(self) -> None:
