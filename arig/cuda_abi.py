@@ -195,9 +195,11 @@ class CudaAbi:
             if not isinstance(k, Kernel):
                 raise ArigTypeError(f"graph takes Kernel values, got {type(k).__name__}")
         b = self._backend
+        images = getattr(b, "_images", None)  # modules of the device's images not unloaded
         for k in ks:
             module = b.module_of(k.func)
-            if module is None or not b.gpu.loaded(module):
+            # A module may outlive its image while a graph uses it: the image must be loaded still.
+            if module is None or not b.gpu.loaded(module) or (images is not None and module not in images):
                 raise ArigValueError(f"kernel function 0x{k.func:x} belongs to no image loaded on {b.name}")
             check_args(k.func, k.args)
         self._enter()

@@ -29,10 +29,10 @@ import arig.cuda
 import arig.cuda._device
 import arig.cuda._gpu
 import arig.cuda._lib
-import arig.cuda.capture as capture
 import arig.cuda_abi as abi
 import arig.host
 from arig._stall import StallMeter
+from arig.cuda import capture
 
 U32 = (1 << 32) - 1
 CTX = 0xC0
@@ -425,6 +425,7 @@ class FakeBackend:
         self.ctx = CTX
         self.gpu = state
         self._modules = modules
+        self._images = set(modules.values())  # modules of images loaded and not unloaded
         self.cause: BaseException | None = None
 
     def module_of(self, func: int) -> int | None:
@@ -460,7 +461,7 @@ def test_graph_records_one_launch_per_kernel_in_order(record: abi.CudaAbi, fake:
         (0x11, (1, 1, 1), (1, 1, 1), 0, b""),
     ]
     assert [p[5] for p in adds] == [0, 1, 1], "each node depends on the one before it"
-    (instantiated,) = fake.called("cuGraphInstantiateWithFlags")
+    assert len(fake.called("cuGraphInstantiateWithFlags")) == 1
     assert fake.names()[-1] == "cuCtxSetCurrent" and fake.called("cuCtxSetCurrent")[-1] == (None,), "the previous context is restored"
     assert len(g.nodes) == 3 and len(set(g.nodes)) == 3
     assert g.handle not in g.nodes
@@ -478,12 +479,24 @@ def test_graph_of_no_kernels(record: abi.CudaAbi, fake: FakeLib) -> None:
 def test_graph_refuses_a_function_of_no_loaded_image_having_changed_nothing(record: abi.CudaAbi, fake: FakeLib, state: arig.cuda._gpu.GpuState) -> None:
     with pytest.raises(ValueError, match="no image loaded"):
         record.graph([abi.Kernel(0x10, 1, 1, _args(1)), abi.Kernel(12345, 1, 1)])
+    record._backend._images.discard(0xB00)  # the image's unload
     state.release_module(0xB00)
     state.reclaim()
     fake.calls.clear()
     with pytest.raises(ValueError, match="no image loaded"):
         record.graph([abi.Kernel(0x20, 1, 1)])
     assert fake.calls == [], "refused before any CUDA call"
+
+
+def test_graph_refuses_a_function_of_an_unloaded_image_whose_module_a_graph_keeps(record: abi.CudaAbi, state: arig.cuda._gpu.GpuState) -> None:
+    g = record.graph([abi.Kernel(0x20, 1, 1)])
+    record._backend._images.discard(0xB00)  # the image's unload
+    state.release_module(0xB00)
+    state.reclaim()
+    assert state.loaded(0xB00), "the graph keeps the module"
+    with pytest.raises(ValueError, match="no image loaded"):
+        record.graph([abi.Kernel(0x20, 1, 1)])
+    del g
 
 
 def test_graph_refuses_an_argument_buffer_of_the_wrong_size(record: abi.CudaAbi, fake: FakeLib) -> None:

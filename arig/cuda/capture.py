@@ -480,16 +480,23 @@ def end_capture(stream: Any, *, keep: Any = (), context: Any = None) -> Template
     _not_on_loop("end_capture")
     s = _stream(stream)
     extra = _keep(keep)
-    with _in(_resolve(context) if context is not None else _stream_ctx(s)) as ctx:
-        g = c_void_p()
-        rc = lib.cuStreamEndCapture(s, byref(g))
-        with _lock:
-            launched = _captures.pop(s, [])
-        if rc:
-            raise CudaError.of(rc, "cuStreamEndCapture" + (": the capture was invalidated" if rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED else ""))
-        if not g.value:
-            raise CudaError.of(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "cuStreamEndCapture returned no graph")
-        template: Template = Template._make(g.value, ctx, _hold(ctx), extra + tuple(launched))
+    # The capture ends first: until then only the capture's own calls touch the stream.
+    g = c_void_p()
+    rc = lib.cuStreamEndCapture(s, byref(g))
+    with _lock:
+        launched = _captures.pop(s, [])
+    if rc:
+        raise CudaError.of(rc, "cuStreamEndCapture" + (": the capture was invalidated" if rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED else ""))
+    if not g.value:
+        raise CudaError.of(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "cuStreamEndCapture returned no graph")
+    try:
+        ctx = _resolve(context) if context is not None else _stream_ctx(s)
+        with _in(ctx):
+            template: Template = Template._make(g.value, ctx, _hold(ctx), extra + tuple(launched))
+    except BaseException:
+        lib.cuGraphDestroy(g)
+        raise
+    with _in(ctx):
         _housekeeping()
     return template
 

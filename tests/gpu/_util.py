@@ -1,0 +1,194 @@
+"""Helpers of the graph and capture GPU tests (``test_graphs_gpu.py``)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator, Sequence
+from ctypes import byref, c_int, c_void_p
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import arig
+import arig.cuda
+import arig.cuda_abi as abi
+from arig.cuda import Launch, capture, pack
+from arig.cuda._demo import shipped_image
+from arig.cuda._lib import check, lib
+
+REPO = Path(__file__).resolve().parents[2]
+CU_STREAM_NON_BLOCKING = 1
+MS = 1_000_000  # nanoseconds, for spin
+
+
+@dataclass
+class Kit:
+    """An open CUDA device, its record and the shipped kernels."""
+
+    dev: arig.Device
+    rec: abi.CudaAbi
+    image: arig.Image
+
+    def f(self, name: str) -> int:
+        return self.image.function(name)
+
+    @property
+    def gpu(self) -> Any:
+        return self.rec._backend.gpu
+
+    def store(self, buf: arig.Buffer, i: int, v: int) -> abi.Kernel:
+        return abi.Kernel(self.f("store"), 1, 1, pack(buf, np.uint32(i), np.uint64(v)))
+
+    def step(self, buf: arig.Buffer, i: int, v: int) -> abi.Kernel:
+        return abi.Kernel(self.f("step"), 1, 1, pack(buf, np.uint32(i), np.uint64(v)))
+
+    def spin(self, ns: int) -> Launch:
+        return Launch(self.f("spin"), 1, 1, pack(np.uint64(ns)))
+
+    def store_launch(self, buf: arig.Buffer, i: int, v: int) -> Launch:
+        return Launch(self.f("store"), 1, 1, pack(buf, np.uint32(i), np.uint64(v)))
+
+
+async def open_kit(**kw: Any) -> Kit:
+    dev = await arig.open(arig.cuda.gpu(0, **kw))
+    try:
+        rec = dev.capability(abi.KEY)
+        assert isinstance(rec, abi.CudaAbi)
+        return Kit(dev, rec, await dev.load(shipped_image()))
+    except BaseException:
+        await dev.stop()
+        raise
+
+
+async def zeros(dev: arig.Device, n: int) -> arig.Buffer:
+    """A device buffer of ``n`` zeroed u64."""
+    buf = await dev.alloc(8 * n)
+    await dev.upload(buf, np.zeros(n, np.uint64))
+    return buf
+
+
+async def read(dev: arig.Device, buf: arig.Buffer, n: int) -> list[int]:
+    out = np.zeros(n, np.uint64)
+    await dev.download(buf, out)
+    return [int(x) for x in out]
+
+
+def chain(values: Sequence[int], start: int = 0) -> int:
+    """What ``step`` kernels with ``values``, in order, leave in a slot holding ``start``."""
+    x = start
+    for v in values:
+        x = x * 2 + v
+    return x
+
+
+# -- fills ----------------------------------------------------------------------------------
+def noop(queue: int, arg: Any, v: int) -> None:
+    return None
+
+
+def launch_fill(queue: int, graph: abi.Graph, v: int) -> int:
+    return graph.launch(queue)
+
+
+def run_fill(queue: int, launches: Sequence[Launch], v: int) -> int:
+    for launch in launches:
+        rc = launch(queue)
+        if rc:
+            return rc
+    return 0
+
+
+def update_launch_fill(queue: int, arg: tuple[abi.Graph, Sequence[tuple[int, bytes]]], v: int) -> int:
+    """For each (node, args): update the node, then launch the graph."""
+    graph, steps = arg
+    for node, args in steps:
+        rc = graph.update(node, args=args)
+        if rc:
+            return rc
+        rc = graph.launch(queue)
+        if rc:
+            return rc
+    return 0
+
+
+def exec_fill(queue: int, exe: capture.Exec, v: int) -> None:
+    capture.launch(exe, queue)
+
+
+# -- streams and threads ----------------------------------------------------------------------
+def new_stream() -> int:
+    """A non-blocking stream of the current context."""
+    s = c_void_p()
+    check(lib.cuStreamCreate(byref(s), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+    return s.value or 0
+
+
+def drop_stream(s: int) -> None:
+    """End a capture left open (ignoring its error), then destroy the stream."""
+    status = c_int()
+    if lib.cuStreamIsCapturing(s, byref(status)) == 0 and status.value:
+        g = c_void_p()
+        if lib.cuStreamEndCapture(s, byref(g)) == 0 and g.value:
+            lib.cuGraphDestroy(g)
+    lib.cuStreamDestroy_v2(s)
+
+
+@contextlib.contextmanager
+def private_stream(rec: abi.CudaAbi) -> Iterator[int]:
+    """On a worker thread: the device's context current and a stream of its own."""
+    with capture.using(rec):
+        s = new_stream()
+        try:
+            yield s
+        finally:
+            drop_stream(s)
+
+
+def capture_stores(kit: Kit, buf: arig.Buffer, values: Sequence[int], mode: capture.CaptureMode = capture.GLOBAL, keep: Any = ()) -> capture.Template:
+    """On a worker thread: capture ``store(buf, i, values[i])`` for each i on a private stream."""
+    launches = [kit.store_launch(buf, i, v) for i, v in enumerate(values)]
+    with private_stream(kit.rec) as s:
+        capture.begin_capture(s, mode)
+        for launch in launches:
+            check(launch(s), "cuLaunchKernel (captured)")
+        return capture.end_capture(s, keep=keep)
+
+
+def in_thread(fn: Any, *args: Any) -> Any:
+    """Run ``fn(*args)`` on a new plain thread (not the loop's executor) and return its result."""
+    box: list[Any] = []
+
+    def run() -> None:
+        try:
+            box.append((True, fn(*args)))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller
+            box.append((False, exc))
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(120)
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value
+
+
+def child(code: str, timeout: float = 180) -> dict[str, Any]:
+    """Run a scenario in a fresh interpreter (a faulted context must not poison
+    this one); it prints one JSON line last."""
+    r = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, timeout=timeout, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)},
+    )
+    assert r.returncode == 0, r.stderr[-4000:]
+    result: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    return result
