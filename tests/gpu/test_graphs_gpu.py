@@ -686,6 +686,7 @@ async def test_symbol_is_some_address_if_libcuda_exports_the_name_and_none_other
         wait2 = rec.symbol("cuStreamWaitValue64_v2")  # the suffix selects the interface version
         assert isinstance(launch, int) and launch and isinstance(wait2, int) and wait2
         assert rec.symbol("noSuchFunction") is None
+        assert isinstance(rec.symbol("cuGraphExecKernelNodeSetParams_v2"), int), "a C fill updates nodes through it"
         libcuda = ctypes.CDLL(os.environ.get("ARIG_LIBCUDA", "libcuda.so.1"))
         assert wait2 == ctypes.cast(libcuda.cuStreamWaitValue64_v2, c_void_p).value
         with pytest.raises(TypeError):
@@ -723,6 +724,24 @@ async def test_any_thread_may_call_graph() -> None:
         g = in_thread(kit.rec.graph, [kit.store(out, 0, 5), kit.store(out, 1, 6)])
         await kit.dev.run(launch_fill, g, keep=g)
         assert await read(kit.dev, out, 2) == [5, 6]
+    finally:
+        await kit.dev.stop()
+
+
+@pytest.mark.asyncio
+async def test_graph_may_be_called_at_any_time_even_inside_a_fill() -> None:
+    kit = await open_kit()
+    try:
+        out = await zeros(kit.dev, 1)
+        made: list[abi.Graph] = []
+
+        def fill(queue: int, arg: Any, v: int) -> int:
+            g = kit.rec.graph([kit.store(out, 0, 21)])
+            made.append(g)
+            return g.launch(queue)
+
+        await kit.dev.run(fill, keep=made)
+        assert await read(kit.dev, out, 1) == [21]
     finally:
         await kit.dev.stop()
 
