@@ -146,6 +146,13 @@ class Timeline:
         except BaseException:  # noqa: BLE001 - must never escape into a driver thread
             pass
 
+    def report_local(self, queue: int, v: int, t: float | None = None) -> None:
+        """``report`` from the loop thread itself: deliver now, no hop."""
+        if v > self._completed[queue]:
+            self._completed[queue] = v
+        self._report_time = time.perf_counter() if t is None else t
+        self._deliver()
+
     def fail_threadsafe(self, cause: BaseException) -> None:
         """Lose the timeline from any thread.  Never raises."""
         try:

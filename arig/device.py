@@ -95,6 +95,9 @@ class Backend(abc.ABC):
     def close(self) -> None:
         """Release everything the backend holds."""
 
+    def detach(self) -> None:
+        """After ``close``, on the loop thread: drop what the backend registered with the loop."""
+
     # Memory and images: optional per driver.
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
         raise ArigError(f"{self.name} allocates no memory")
@@ -134,6 +137,7 @@ class Device:
         self.arch: str = backend.arch
         self.facts: Mapping[str, Any] = types.MappingProxyType(dict(backend.facts))
         self.queues: tuple[Queue, ...] = tuple(Queue(self.name, i, h) for i, h in enumerate(backend.queue_handles))
+        self._nqueues = len(self.queues)
         self._hang_s = None if backend.hang_ms is None else backend.hang_ms / 1000.0
         self._watch: asyncio.TimerHandle | None = None
 
@@ -202,7 +206,7 @@ class Device:
         value is assigned the work is queued, so values stay gapless.
         ``keep`` (and ``arg``) stay referenced until the value is reached.
         """
-        qi = self._queue_index(queue)
+        qi = queue if type(queue) is int and 0 <= queue < self._nqueues else self._queue_index(queue)
         fill = self._backend.check_fill(fill)
         self._check_usable()
         st = self._st
@@ -318,6 +322,7 @@ class Device:
             await asyncio.wait_for(st.finished(), self._stop_timeout)
         except asyncio.TimeoutError:
             warnings.warn(f"arig: the submit thread of {self.name} did not end within {self._stop_timeout} s", RuntimeWarning, stacklevel=2)
+        self._backend.detach()
         if tl.lost is None and tl.assigned > tl.reached:
             tl.fail(DeviceStopped(f"device {self.name} stopped before value {tl.reached + 1} was reached"))
         tl.release_kept()

@@ -36,6 +36,7 @@ from .._errors import ArigTypeError, ArigValueError, OpenError
 from .._memory import Buffer, Image
 from ..device import Backend
 from ._gpu import gpu_state
+from . import _wake
 from ._lib import CudaError, CudaUnavailable, check, lib
 
 __all__ = ["CudaOpener", "CudaBackend", "count", "FILL"]
@@ -78,7 +79,7 @@ _libc.sem_destroy.argtypes = (c_void_p,)
 _SEM_POST = ctypes.cast(_libc.sem_post, c_void_p).value
 _SEM_T = 64  # bytes; sem_t is 32 on x86-64 glibc, with room to spare
 #: Timeline words (pinned memory) and semaphores of closed devices whose streams still had work queued.
-_ORPHANS: list[tuple[int, list[Any]]] = []
+_ORPHANS: list[tuple[Any, ...]] = []
 
 
 def _sem_wait(sem: int, ts: _Timespec, timeout: float) -> bool:
@@ -180,6 +181,8 @@ class CudaBackend(Backend):
         self._images: set[int] = set()
         self._modules_of: dict[int, int] = {}  # CUfunction -> CUmodule, for images this device loaded
         self._closing = False
+        self._closed = False
+        self._efd = self._reader_fd = -1
         self._waiters: list[threading.Thread] = []
         try:
             check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
@@ -259,9 +262,9 @@ class CudaBackend(Backend):
 
     def _make_queues(self, n: int) -> None:
         for _ in range(n):
-            s = c_void_p()
-            check(lib.cuStreamCreate(byref(s), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
-            self._streams.append(s.value or 0)
+            st = c_void_p()
+            check(lib.cuStreamCreate(byref(st), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+            self._streams.append(st.value or 0)
         self.queue_handles = list(self._streams)
         # One 8-byte timeline word per queue in pinned, mapped host memory.
         p = c_void_p()
@@ -277,9 +280,11 @@ class CudaBackend(Backend):
             if _libc.sem_init(sem, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), "sem_init")
             self._sems.append(sem)
-        self._signalled = [0] * n
-        self._marked = [0] * n
-        self._last = [0] * n  # highest value each waiter reported
+        self._signalled = [0] * n  # last value signalled per queue (submit thread)
+        self._marked = [0] * n  # last value whose word write is enqueued (submit thread)
+        self._seen = [0] * n  # highest value reported to the timeline
+        self._kicks = [0] * n  # latency-mode kicks, so the waiter spins once per kick
+        self._kick_v = [0] * n
         self._kick_t = [0.0] * n
         self._est = [0.0] * n  # predicted seconds from a signal to its completion
         self._fallback: list[deque[int]] = [deque() for _ in range(n)]
@@ -287,16 +292,52 @@ class CudaBackend(Backend):
         # the waiter pairs each sem_post with a value recorded at signal time.
         self._memops = lib.has("cuStreamWriteValue64_v2") and lib.cuStreamWriteValue64_v2(self._streams[0], self._word_dev, 0, 0) == 0
         check(lib.cuStreamSynchronize(self._streams[0]), "cuStreamSynchronize")
+        # The GIL-free helper wakes the loop through an eventfd; it needs the words.
+        self._helper = _wake.load() if self._memops else None
+        self._efd = -1
+        if self._helper is not None:
+            self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            self._sigs = [_wake.Signal(self._efd, 0, 0) for _ in range(n)]
+            self._hostfn = ctypes.cast(self._helper.arig_host_signal, c_void_p).value
         self.facts["stream_memops"] = self._memops
+        self.facts["completion"] = "eventfd (host function and spin in C)" if self._helper else "sem_post + waiter thread"
 
     def bind(self, timeline: Any, post: Any) -> None:
         super().bind(timeline, post)
+        if self._helper is not None:
+            self._loop = timeline._loop
+            self._loop.add_reader(self._efd, self._on_wake)  # bind runs on the loop thread
+            self._reader_fd = self._efd
         for q in range(len(self._streams)):
             t = threading.Thread(target=self._wait_loop, args=(q,), name=f"arig-cuda-wait-{self.name}-{q}", daemon=True)
             t.start()
             self._waiters.append(t)
 
-    # -- fills -------------------------------------------------------------------
+    def detach(self) -> None:
+        if self._reader_fd >= 0:
+            try:
+                self._loop.remove_reader(self._reader_fd)
+            except (RuntimeError, ValueError):  # the loop is closed
+                pass
+            self._reader_fd = -1
+        if self._efd >= 0 and self._closed:  # never while a host function may still write it
+            os.close(self._efd)
+            self._efd = -1
+
+    def _on_wake(self) -> None:
+        """The eventfd is readable (loop thread): read the words the GPU wrote."""
+        try:
+            os.read(self._efd, 8)
+        except (BlockingIOError, OSError):
+            pass
+        words, seen = self._word_views, self._seen
+        for q in range(len(words)):
+            v = words[q].value
+            if v > seen[q]:
+                seen[q] = v
+                t = self._sigs[q].t_ns
+                self.timeline.report_local(q, v, t * 1e-9 if t else None)
+
     def check_fill(self, fill: Any) -> Any:
         if isinstance(fill, int) and not isinstance(fill, bool):
             if fill == 0:
@@ -323,87 +364,111 @@ class CudaBackend(Backend):
 
     def mark(self, qi: int, v: int) -> None:
         # The GPU writes v once the fill's work is done: no host function, no
-        # stream stall.  The waiter reads it at each wake-up, so progress shows
-        # (to the hang watchdog too) between the burst's host functions.
+        # stream stall.  Progress shows between the burst's host functions
+        # (the waiter and the loop read the word), also to the hang watchdog.
         if self._memops:
             check(lib.cuStreamWriteValue64_v2(self._streams[qi], self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
-        idle = self._last[qi] >= self._marked[qi]
         self._marked[qi] = v
-        if idle:  # the waiter may be in a long idle sleep: wake it to poll for faults
-            _libc.sem_post(self._sems[qi])
 
     def signal(self, qi: int, v: int) -> None:
-        if not self._memops:
-            self._fallback[qi].append(v)
-        check(lib.cuLaunchHostFunc(self._streams[qi], _SEM_POST, ctypes.addressof(self._sems[qi])), "cuLaunchHostFunc")
+        if self._helper is not None:
+            check(lib.cuLaunchHostFunc(self._streams[qi], self._hostfn, ctypes.addressof(self._sigs[qi])), "cuLaunchHostFunc")
+        else:
+            if not self._memops:
+                self._fallback[qi].append(v)
+            check(lib.cuLaunchHostFunc(self._streams[qi], _SEM_POST, ctypes.addressof(self._sems[qi])), "cuLaunchHostFunc")
+        idle = self._seen[qi] >= self._signalled[qi]  # the waiter may be in its long idle sleep
         self._signalled[qi] = v
-        if self._spin_s and self._memops and v - self._last[qi] <= SPIN_OUTSTANDING:
+        latency = self._spin_s > 0 and self._memops and v - self._seen[qi] <= SPIN_OUTSTANDING
+        if latency:
+            self._kick_v[qi] = v
             self._kick_t[qi] = time.perf_counter()
-            _libc.sem_post(self._sems[qi])  # wake the waiter to watch the word (_spin)
+            self._kicks[qi] += 1
+        if latency or idle:
+            _libc.sem_post(self._sems[qi])  # the waiter spins (_spin) or starts polling for faults
 
     # -- the waiter thread ---------------------------------------------------------
     def _wait_loop(self, qi: int) -> None:
+        """Poll for asynchronous faults while work is outstanding; spin after a
+        latency-mode kick; without the helper, also report completions."""
         lib.cuCtxSetCurrent(self.ctx)
         _libc.prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)  # µs-precise timed waits for the spin's sleep
         sem = ctypes.addressof(self._sems[qi])
-        word = self._word_views[qi]
-        fallback = self._fallback[qi]
-        report = self.timeline.report
         stream = self._streams[qi]
-        spin = self._spin_s > 0 and self._memops
         ts = _Timespec()
-        last = 0
+        kicks = 0
+        helper = self._helper is not None
         while not self._closing:
-            woke = _sem_wait(sem, ts, FAULT_POLL if last < self._marked[qi] else IDLE_POLL)
+            outstanding = self._seen[qi] < self._marked[qi]
+            woke = _sem_wait(sem, ts, FAULT_POLL if outstanding else IDLE_POLL)
             if self._closing:
                 return
-            if self._memops:
-                v = word.value
-            elif woke and fallback:
-                v = fallback.popleft()
-            else:
-                v = last
-            if v > last:
-                last = self._last[qi] = v
-                report(qi, v)
-            elif not woke and last < self._marked[qi]:
+            if not helper:
+                self._report_fallback(qi, woke)
+            if not woke and self._seen[qi] < self._marked[qi]:
                 rc = lib.cuStreamQuery(stream)
                 if rc not in (0, CUDA_ERROR_NOT_READY):
                     self.timeline.fail_threadsafe(CudaError.of(rc, f"work on queue {qi} of {self.name} (found by cuStreamQuery)"))
                     return
-            if spin and woke and 0 < self._marked[qi] - last <= SPIN_OUTSTANDING:
-                last = self._last[qi] = self._spin(qi, last, sem, ts)
+                if helper and self._word_views[qi].value > self._seen[qi]:
+                    os.eventfd_write(self._efd, 1)  # progress between host functions: let the loop read it
+            if self._kicks[qi] != kicks:
+                kicks = self._kicks[qi]
+                if self._kick_v[qi] > self._seen[qi]:
+                    self._spin(qi, sem, ts)
 
-    def _spin(self, qi: int, last: int, sem: int, ts: _Timespec) -> int:
+    def _report_fallback(self, qi: int, woke: bool) -> None:
+        if self._memops:
+            v = self._word_views[qi].value
+        elif woke and self._fallback[qi]:
+            v = self._fallback[qi].popleft()
+        else:
+            return
+        if v > self._seen[qi]:
+            self._seen[qi] = v
+            self.timeline.report(qi, v)
+
+    def _spin(self, qi: int, sem: int, ts: _Timespec) -> None:
         """Watch the timeline word around the predicted completion of a short queue.
 
         A host function runs 25-55 µs after the work it follows; the GPU's
         own write of the word is seen at once.  So while one or two values are
         outstanding, sleep until shortly before the completion predicted from
-        earlier ones, then read the word for at most ``spin_s``, yielding the
-        CPU (and the GIL) between reads.  A miss moves the prediction past the
-        window; the host function remains the backstop.
+        earlier ones, then watch the word for at most ``spin_us``: in C without
+        the GIL where the helper is built (it wakes the loop's eventfd itself),
+        else in Python yielding the CPU between reads.  A miss moves the
+        prediction past the window; the host function stays the backstop.
         """
-        word, report = self._word_views[qi], self.timeline.report
-        t_kick, est = self._kick_t[qi], self._est[qi]
+        target, t_kick, est = self._kick_v[qi], self._kick_t[qi], self._est[qi]
+        word = self._word_views[qi]
         now = time.perf_counter()
         start = t_kick + est - SPIN_LEAD
         if start - now > SPIN_LEAD:
-            _sem_wait(sem, ts, start - now)  # a host function's post ends it early
+            _sem_wait(sem, ts, start - now)  # a post (the next kick, a host function) ends it early
             now = time.perf_counter()
+        if word.value >= target:
+            return
         end = max(now, start) + self._spin_s
-        while True:
-            v = word.value
-            if v > last:
-                report(qi, v, now)
-                d = now - t_kick
-                self._est[qi] = d if est == 0.0 else 0.8 * est + 0.2 * d
-                return v
-            now = time.perf_counter()
-            if now > end or self._closing:
-                self._est[qi] = max(est, end - t_kick)
-                return last
-            os.sched_yield()
+        if self._helper is not None:
+            sig = self._sigs[qi]
+            v = self._helper.arig_spin(ctypes.addressof(word), target - 1, int((end - now) * 1e9), self._efd, ctypes.addressof(sig) + 8)
+            hit, seen_at = v >= target, sig.t_ns * 1e-9
+        else:
+            while True:
+                v = word.value
+                if v >= target or now > end or self._closing:
+                    break
+                os.sched_yield()
+                now = time.perf_counter()
+            hit, seen_at = v >= target, now
+            if v > self._seen[qi]:
+                self._seen[qi] = v
+                self.timeline.report(qi, v, now)
+        if hit:
+            d = seen_at - t_kick
+            self._est[qi] = d if est == 0.0 else 0.8 * est + 0.2 * d
+        else:
+            self._est[qi] = max(est, end - t_kick)
 
     # -- memory ------------------------------------------------------------------
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
@@ -484,10 +549,14 @@ class CudaBackend(Backend):
         # runs once the GPU gets to it whenever the context outlives this device
         # (a loaded image's GPU state or another library holds it): it writes the
         # timeline words and sem_posts the semaphores.  Those are never freed.
-        if any(lib.cuStreamQuery(s) == CUDA_ERROR_NOT_READY for s in self._streams):
-            _ORPHANS.append((self._words, self._sems))
-            self._words, self._sems = 0, []
+        if self.lost_cause() is None:
+            for st in self._streams:  # only trailing host functions can remain: let them run
+                lib.cuStreamSynchronize(st)
+        if any(lib.cuStreamQuery(st) != 0 for st in self._streams):
+            _ORPHANS.append((self._words, self._sems, getattr(self, "_sigs", None), self._efd))
+            self._words, self._sems, self._efd = 0, [], -1  # the eventfd stays open too: never reused
         self._release()
+        self._closed = True
 
     def _release(self) -> None:
         """Give back everything; errors of a faulted context are ignored."""
