@@ -234,6 +234,11 @@ class CudaAbi:
             self._calls -= 1
             self._cond.notify_all()
 
+    def _begin_stop(self) -> None:
+        """The device's stop began (loop thread): refuse new graph calls from now on."""
+        with self._cond:  # held only around counter updates, never across a CUDA call
+            self._stopping = True
+
     def _stop(self, timeout: float = 60.0) -> None:
         """Refuse new graph calls and wait for those in flight (the device's stop)."""
         with self._cond:

@@ -95,6 +95,9 @@ class Backend(abc.ABC):
     def close(self) -> None:
         """Release everything the backend holds."""
 
+    def begin_stop(self) -> None:
+        """Stop began (loop thread, must not block): refuse new driver work of the backend's own."""
+
     def detach(self) -> None:
         """After ``close``, on the loop thread: drop what the backend registered with the loop."""
 
@@ -304,6 +307,7 @@ class Device:
         """
         if self._stop_task is None:
             self._stopping = True
+            self._backend.begin_stop()
             self._st.wake_space()
             self._stop_task = self._loop.create_task(self._stop())
         await asyncio.shield(self._stop_task)

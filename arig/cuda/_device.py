@@ -90,6 +90,13 @@ def _sem_wait(sem: int, ts: _Timespec, timeout: float) -> bool:
     return bool(_libc.sem_timedwait(sem, byref(ts)) == 0)
 
 
+def _relaxed_capture_mode() -> None:
+    """Make the calling thread's CUDA calls safe during other threads' GLOBAL captures."""
+    mode = c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED
+    if lib.has("cuThreadExchangeStreamCaptureMode"):
+        lib.cuThreadExchangeStreamCaptureMode(byref(mode))
+
+
 def _init() -> int:
     """cuInit, then the number of GPUs."""
     try:
@@ -186,6 +193,7 @@ class CudaBackend(Backend):
         self._waiters: list[threading.Thread] = []
         try:
             check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+            _relaxed_capture_mode()  # this submit thread's own calls must not break users' captures
             self._check_context()
             self.gpu.reclaim()  # graphs collected since the last operation on this GPU
             self._describe(ver.value, opener)
@@ -313,6 +321,9 @@ class CudaBackend(Backend):
             t.start()
             self._waiters.append(t)
 
+    def begin_stop(self) -> None:
+        self.record._begin_stop()
+
     def detach(self) -> None:
         if self._reader_fd >= 0:
             try:
@@ -392,6 +403,7 @@ class CudaBackend(Backend):
         """Poll for asynchronous faults while work is outstanding; spin after a
         latency-mode kick; without the helper, also report completions."""
         lib.cuCtxSetCurrent(self.ctx)
+        _relaxed_capture_mode()  # its cuStreamQuery must not invalidate a user's GLOBAL capture
         _libc.prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)  # µs-precise timed waits for the spin's sleep
         sem = ctypes.addressof(self._sems[qi])
         stream = self._streams[qi]
@@ -534,6 +546,9 @@ class CudaBackend(Backend):
     def _unload(self, module: int) -> None:
         if module in self._images:
             self._images.discard(module)
+            for f in [f for f, m in self._modules_of.items() if m == module]:
+                del self._modules_of[f]  # a later module at the same address is another image
+                _LAYOUTS.pop(f, None)
             self.gpu.release_module(module)
             self.gpu.reclaim()
 

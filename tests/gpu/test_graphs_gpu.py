@@ -827,7 +827,6 @@ async def test_graph_is_an_error_once_the_driver_has_stopped_the_device() -> Non
         await kit.rec.graph_async([])
 
 
-@pytest.mark.xfail(strict=True, reason="Device.stop() does not tell the record that it began: graph() is refused only once the backend closes, after the submitted work finished")
 @pytest.mark.asyncio
 async def test_graph_is_an_error_as_soon_as_the_driver_has_begun_to_stop_the_device() -> None:
     kit = await open_kit()
