@@ -4,8 +4,10 @@ every pending and later call sees afterwards."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -251,3 +253,33 @@ async def test_idle_device_is_no_hang() -> None:
         await asyncio.sleep(0.3)
         assert dev.lost is None
         assert dev.reached == 2
+
+
+@pytest.mark.asyncio
+async def test_calls_on_a_lost_device_keep_nothing_of_their_callers_alive() -> None:
+    # Every submit and wait of a lost device raises DeviceLost; none of those
+    # exceptions may keep the calling frames (and their locals) alive.
+    class Token:
+        pass
+
+    async def caller(dev: arig.Device, refs: list[weakref.ref[Token]]) -> None:
+        local = Token()
+        refs.append(weakref.ref(local))
+        try:
+            await dev.submit(_noop, keep=(local,))
+        except arig.DeviceLost:
+            pass
+        try:
+            await dev.wait(2)
+        except arig.DeviceLost:
+            pass
+
+    async with await arig.open(arig.host.cpu()) as dev:
+        with pytest.raises(arig.DeviceLost):
+            await dev.run(_fails_with_code)
+        refs: list[weakref.ref[Token]] = []
+        for _ in range(5):
+            await caller(dev, refs)
+        gc.collect()
+        assert [r for r in refs if r() is not None] == []
+        assert isinstance(dev.lost, arig.FillError)
