@@ -40,6 +40,7 @@ class Timeline:
         self.assigned = 0  # highest value handed out
         self.reached = 0
         self.last_progress = time.monotonic()
+        self.progress_time = 0.0  # last note_progress
         self._order: collections.deque[tuple[int, int]] = collections.deque()
         self._multi = nqueues > 1
         self._waiters: dict[int, asyncio.Future[None]] = {}
@@ -145,6 +146,13 @@ class Timeline:
                 self._call_soon(self._deliver)
         except BaseException:  # noqa: BLE001 - must never escape into a driver thread
             pass
+
+    def note_progress(self, queue: int, v: int) -> None:
+        """Queue ``queue`` completed ``v``, told without a delivery (any thread):
+        the hang watchdog sees the progress; waiters hear at the next report."""
+        if v > self._completed[queue]:
+            self._completed[queue] = v
+        self.progress_time = time.monotonic()
 
     def report_local(self, queue: int, v: int, t: float | None = None) -> None:
         """``report`` from the loop thread itself: deliver now, no hop."""

@@ -216,7 +216,16 @@ class CudaAbi:
         device runs at a time.
         """
         ks = list(kernels)
-        return await anyio.to_thread.run_sync(self.graph, ks, abandon_on_cancel=False, limiter=self._limiter)
+        box: list[Graph] = []
+
+        def build() -> None:
+            # The result travels in ``box``, not as the worker's return value:
+            # the worker thread's frame keeps its last result until its next job,
+            # which would keep the graph (and its destruction) alive.
+            box.append(self.graph(ks))
+
+        await anyio.to_thread.run_sync(build, abandon_on_cancel=False, limiter=self._limiter)
+        return box.pop()
 
     def _enter(self) -> None:
         with self._cond:

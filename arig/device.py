@@ -354,7 +354,7 @@ def _watchdog(ref: weakref.ref[Device], period: float) -> None:
     tl = dev._tl
     if tl.lost is not None or tl.assigned == tl.reached or dev._hang_s is None:
         return  # nothing pending: the next submit arms it again
-    idle = time.monotonic() - tl.last_progress
+    idle = time.monotonic() - max(tl.last_progress, tl.progress_time)
     if idle >= dev._hang_s:
         tl.fail(DeviceHang(f"no progress for {idle * 1000:.0f} ms (hang_ms={dev._hang_s * 1000:.0f}) with values {tl.reached + 1}..{tl.assigned} pending"))
         return

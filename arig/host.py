@@ -32,8 +32,16 @@ _STOP = object()
 class HostQueue:
     """The ordered worker a host device's fills enqueue on."""
 
-    def __init__(self, index: int, depth: int, report: Callable[[int, int], None], fail: Callable[[BaseException], None]) -> None:
+    def __init__(
+        self,
+        index: int,
+        depth: int,
+        report: Callable[[int, int], None],
+        fail: Callable[[BaseException], None],
+        note: Callable[[int, int], None] | None = None,
+    ) -> None:
         self.index = index
+        self._note = note
         self._items: _queue.SimpleQueue[Any] = _queue.SimpleQueue()
         self._room = threading.Semaphore(depth)
         self._report = report
@@ -63,6 +71,10 @@ class HostQueue:
     def signal(self, v: int) -> None:
         self._put((None, v))
 
+    def mark(self, v: int) -> None:
+        """Note ``v``'s completion without waking the loop (for the hang watchdog)."""
+        self._put((False, v))
+
     def abort(self) -> None:
         self._aborted = True
 
@@ -85,6 +97,10 @@ class HostQueue:
                 continue
             if fn is None:
                 self._report(self.index, args)
+                continue
+            if fn is False:
+                if self._note is not None:
+                    self._note(self.index, args)
                 continue
             try:
                 fn(*args)
@@ -122,7 +138,7 @@ class HostBackend(Backend):
 
     def bind(self, timeline: Any, post: Callable[..., None]) -> None:
         super().bind(timeline, post)
-        self._queues = [HostQueue(i, self._depth, timeline.report, timeline.fail_threadsafe) for i in range(self._nqueues)]
+        self._queues = [HostQueue(i, self._depth, timeline.report, timeline.fail_threadsafe, timeline.note_progress) for i in range(self._nqueues)]
         self.queue_handles = list(self._queues)
 
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
@@ -137,6 +153,10 @@ class HostBackend(Backend):
 
     def signal(self, qi: int, v: int) -> None:
         self._queues[qi].signal(v)
+
+    def mark(self, qi: int, v: int) -> None:
+        if self.hang_ms is not None:  # progress between signals matters only to the watchdog
+            self._queues[qi].mark(v)
 
     def abort(self) -> None:
         for q in self._queues:

@@ -28,7 +28,7 @@ step() { echo; echo "===== $* ($(date -u +%H:%M:%S))"; }
 step "machine"
 echo "commit: ${ARIG_COMMIT:-unknown}"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,pci.bus_id --format=csv
-python3 -c 'import sys, numpy, anyio, pytest; print(sys.version.split()[0], "numpy", numpy.__version__, "anyio", anyio.__version__, "pytest", pytest.__version__)'
+python3 -c 'import sys; from importlib.metadata import version as v; print(sys.version.split()[0], *(f"{p} {v(p)}" for p in ("numpy", "anyio", "pytest", "pytest-asyncio")))'
 step "python -m arig info"
 timeout 120 python3 -m arig info
 step "python -m arig top --json --count 1"

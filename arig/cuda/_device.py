@@ -295,6 +295,7 @@ class CudaBackend(Backend):
         self._kick_v = [0] * n
         self._kick_t = [0.0] * n
         self._est = [0.0] * n  # predicted seconds from a signal to its completion
+        self.spin_stats = [0, 0]  # spins that saw the completion, spins that missed it
         self._fallback: list[deque[int]] = [deque() for _ in range(n)]
         # Stream memory operations write the word from the GPU; without them
         # the waiter pairs each sem_post with a value recorded at signal time.
@@ -476,6 +477,7 @@ class CudaBackend(Backend):
             if v > self._seen[qi]:
                 self._seen[qi] = v
                 self.timeline.report(qi, v, now)
+        self.spin_stats[0 if hit else 1] += 1
         if hit:
             d = seen_at - t_kick
             self._est[qi] = d if est == 0.0 else 0.8 * est + 0.2 * d

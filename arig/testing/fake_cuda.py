@@ -73,6 +73,10 @@ class FakeGpu:
     watchdog: bool = False  # CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT
     bus: str = "0000:3B:00.0"
 
+    def attributes(self) -> dict[int, int]:
+        """CU_DEVICE_ATTRIBUTE_*: multiprocessors, kernel exec timeout, unified addressing, compute capability."""
+        return {16: self.sms, 17: int(self.watchdog), 41: 1, 75: self.cc[0], 76: self.cc[1]}
+
 
 class _Rc(Exception):
     """``raise _Rc(code)``: the current call returns ``code``."""
@@ -105,11 +109,6 @@ _Owned = namedtuple("_Owned", "handle ctx items")  # module (name -> _Func), gra
 def _addr(p: Any) -> int:
     """The address a pointer-like argument holds (byref, pointer, array, buffer, c_void_p, int, None)."""
     return (p or 0) if p is None or isinstance(p, int) else ctypes.cast(p, c_void_p).value or 0
-
-
-def _attributes(g: FakeGpu) -> dict[int, int]:
-    """CU_DEVICE_ATTRIBUTE_* of a fake GPU: multiprocessors, kernel exec timeout, unified addressing, cc."""
-    return {16: g.sms, 17: int(g.watchdog), 41: 1, 75: g.cc[0], 76: g.cc[1]}
 
 
 def _fail_if(cond: Any, code: int) -> None:
@@ -220,15 +219,15 @@ class FakeCuda:
         """Be ``lib`` in every arig module that binds it, with fresh process-wide CUDA
         state (GPU states, kernel layouts); restore everything and shut down on exit."""
         mods = (lib_module, _device, _gpu, _launch, cuda_abi, capture)
-        saved = [m.lib for m in mods], _gpu._states, _device._LAYOUTS
+        saved = [vars(m)["lib"] for m in mods], _gpu._states, _device._LAYOUTS
         for m in mods:
-            m.lib = self  # type: ignore[assignment]
+            setattr(m, "lib", self)
         _gpu._states, _device._LAYOUTS = {}, {}
         try:
             yield self
         finally:
             for m, old in zip(mods, saved[0]):
-                m.lib = old
+                setattr(m, "lib", old)
             _gpu._states, _device._LAYOUTS = saved[1], saved[2]
             self.shutdown()
 
@@ -291,7 +290,8 @@ class FakeCuda:
         return self.gpus[dev]
 
     def _usable(self, ctx: _Context | None) -> _Context:
-        _fail_if(ctx is None or not ctx.alive, 201)
+        if ctx is None or not ctx.alive:
+            raise _Rc(201)
         _fail_if(ctx.faulted or self.poisoned, ctx.faulted or self.poisoned)  # sticky
         return ctx
 
@@ -384,7 +384,8 @@ class FakeCuda:
 
     def _new(self, table: dict[int, Any], p: Any, make: Callable[[int], Any]) -> Any:
         """Make an object with a fresh handle, file it in ``table`` and write the handle to ``p``."""
-        o = table[h] = make(h := next(_handles))
+        h = next(_handles)
+        o = table[h] = make(h)
         _put(p, c_void_p, h)
         return o
 
@@ -409,7 +410,7 @@ class FakeCuda:
     def _cuDeviceGet(self, p: Any, i: int) -> None: _put(p, c_int, self.gpus.index(self._spec(i)))
     def _cuDeviceGetName(self, buf: Any, n: int, dev: int) -> None: _put_str(buf, n, self._spec(dev).name)
     def _cuDeviceGetPCIBusId(self, buf: Any, n: int, dev: int) -> None: _put_str(buf, n, self._spec(dev).bus)
-    def _cuDeviceGetAttribute(self, p: Any, attr: int, dev: int) -> None: _put(p, c_int, _attributes(self._spec(dev)).get(attr, 0))
+    def _cuDeviceGetAttribute(self, p: Any, attr: int, dev: int) -> None: _put(p, c_int, self._spec(dev).attributes().get(attr, 0))
     def _cuDeviceTotalMem_v2(self, p: Any, dev: int) -> None: _put(p, c_size_t, self._spec(dev).memory)
     def _cuGetErrorName(self, code: int, p: Any) -> None: self._cstr(p, ERRORS.get(code, ("",))[0])
     def _cuGetErrorString(self, code: int, p: Any) -> None: self._cstr(p, ERRORS.get(code, ("", ""))[1])
@@ -432,7 +433,8 @@ class FakeCuda:
     def _cuDevicePrimaryCtxRetain(self, p: Any, dev: int) -> None:
         ctx = self._primary.get(dev)
         if ctx is None or not ctx.alive:
-            ctx = self._primary[dev] = self.contexts[h] = _Context(h := next(_handles), self.gpus.index(self._spec(dev)))
+            h = next(_handles)
+            ctx = self._primary[dev] = self.contexts[h] = _Context(h, self.gpus.index(self._spec(dev)))
         ctx.refs += 1
         _put(p, c_void_p, ctx.handle)
 
@@ -475,7 +477,11 @@ class FakeCuda:
     def _cuStreamWriteValue64_v2(self, h: Any, addr: int, value: int, flags: int) -> None:
         s = self._stream(h, enqueue=True)
         _fail_if(self._find(addr, 8) is None, 1)
-        self._enqueue(s, lambda: self._guard(addr, 8, "cuStreamWriteValue64") and setattr(c_uint64.from_address(addr), "value", value))
+        def write() -> None:
+            if self._guard(addr, 8, "cuStreamWriteValue64"):
+                c_uint64.from_address(addr).value = value
+
+        self._enqueue(s, write)
 
     def _cuLaunchHostFunc(self, h: Any, fn: Any, userdata: Any) -> None:
         s, fp, ud = self._stream(h, enqueue=True), _addr(fn), _addr(userdata)
@@ -524,7 +530,8 @@ class FakeCuda:
         m = self._new(self._modules, p, lambda h: _Owned(h, self._current(), {}))
         found = re.match(rb"// arig fake image (\d+)\n", ctypes.string_at(_addr(image)))
         for name, (fn, layout) in self._specs.get(int(found[1]) if found else 0, {}).items():
-            m.items[name] = self._funcs[fh] = _Func(fh := next(_handles), name, fn, layout, m.handle)
+            fh = next(_handles)
+            m.items[name] = self._funcs[fh] = _Func(fh, name, fn, layout, m.handle)
 
     def _cuModuleUnload(self, h: Any) -> None:
         m = self._destroy("module", self._modules, h)

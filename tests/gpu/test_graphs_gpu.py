@@ -1093,8 +1093,9 @@ async def test_destroy_and_exec_destroy_are_idempotent_and_finalizers_cover_the_
         assert mid["execs_destroyed"] == before["execs_destroyed"] + 1
         with pytest.raises(ValueError, match="destroyed"):
             await asyncio.to_thread(capture.instantiate, t1)
-        with pytest.raises(ValueError, match="destroyed"):
+        with pytest.raises(arig.DeviceLost) as lost:  # a fill that raises loses the device
             await kit.dev.run(exec_fill, e1)
+        assert isinstance(lost.value.__cause__, ValueError) and "destroyed" in str(lost.value.__cause__)
     finally:
         await kit.dev.stop()
     kit = await open_kit()
