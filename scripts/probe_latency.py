@@ -26,7 +26,7 @@ async def probe(spin_us: int) -> None:
             launch = Launch(img.function("empty"), 1, 1) if us == 0 else Launch(img.function("spin"), 1, 1, pack(np.uint64(us * 1000)))
             for _ in range(50):
                 await dev.wait(await dev.submit(fill, launch))
-            b.spin_stats[:] = [0, 0]
+            b.spin_stats[:] = [0, 0, 0]
             lat, wake = [], []
             c0 = time.process_time()
             for _ in range(300):
@@ -40,7 +40,7 @@ async def probe(spin_us: int) -> None:
                     wake.append(t1 - r)
             cpu = (time.process_time() - c0) / 300
             print(f"spin_us={spin_us:3d} kernel {us:5d} us: p50 {np.median(lat) * 1e6:7.1f} us  p90 {np.percentile(lat, 90) * 1e6:7.1f}"
-                  f"  seen->resumed p50 {np.median(wake) * 1e6:6.1f} us  cpu/wait {cpu * 1e6:6.1f} us  spin hit/miss {b.spin_stats}  est {b._est[0] * 1e6:.0f} us"
+                  f"  seen->resumed p50 {np.median(wake) * 1e6:6.1f} us  cpu/wait {cpu * 1e6:6.1f} us  spin hit/miss/late {b.spin_stats}  est {b._est[0] * 1e6:.0f} us"
                   f"  [{b.facts['completion']}]", flush=True)
 
 

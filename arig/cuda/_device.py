@@ -295,7 +295,7 @@ class CudaBackend(Backend):
         self._kick_v = [0] * n
         self._kick_t = [0.0] * n
         self._est = [0.0] * n  # predicted seconds from a signal to its completion
-        self.spin_stats = [0, 0]  # spins that saw the completion, spins that missed it
+        self.spin_stats = [0, 0, 0]  # spins that saw the completion, that ended before it, that began after it
         self._fallback: list[deque[int]] = [deque() for _ in range(n)]
         # Stream memory operations write the word from the GPU; without them
         # the waiter pairs each sem_post with a value recorded at signal time.
@@ -412,6 +412,14 @@ class CudaBackend(Backend):
         kicks = 0
         helper = self._helper is not None
         while not self._closing:
+            k = self._kicks[qi]
+            if k != kicks:  # checked before sleeping: a spin's own sleep may have taken the kick's post
+                kicks = k
+                if self._kick_v[qi] > self._seen[qi]:
+                    self._spin(qi, sem, ts)
+                if not helper:
+                    self._report_fallback(qi, False)
+                continue
             outstanding = self._seen[qi] < self._marked[qi]
             woke = _sem_wait(sem, ts, FAULT_POLL if outstanding else IDLE_POLL)
             if self._closing:
@@ -425,10 +433,6 @@ class CudaBackend(Backend):
                     return
                 if helper and self._word_views[qi].value > self._seen[qi]:
                     os.eventfd_write(self._efd, 1)  # progress between host functions: let the loop read it
-            if self._kicks[qi] != kicks:
-                kicks = self._kicks[qi]
-                if self._kick_v[qi] > self._seen[qi]:
-                    self._spin(qi, sem, ts)
 
     def _report_fallback(self, qi: int, woke: bool) -> None:
         if self._memops:
@@ -459,7 +463,9 @@ class CudaBackend(Backend):
         if start - now > SPIN_LEAD:
             _sem_wait(sem, ts, start - now)  # a post (the next kick, a host function) ends it early
             now = time.perf_counter()
-        if word.value >= target:
+        if word.value >= target:  # done before the window opened: predict earlier next time
+            self._est[qi] = est * 0.8
+            self.spin_stats[2] += 1
             return
         end = max(now, start) + self._spin_s
         if self._helper is not None:
