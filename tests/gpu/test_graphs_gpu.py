@@ -1075,6 +1075,16 @@ async def test_launch_retains_the_exec_until_its_work_is_done() -> None:
         await dev.stop()
 
 
+async def _in_fresh_thread(fn: Any, *args: Any) -> Any:
+    box: list[Any] = []
+    t = threading.Thread(target=lambda: box.append(fn(*args)))
+    t.start()
+    while t.is_alive():
+        await asyncio.sleep(0.001)
+    t.join()
+    return box.pop()
+
+
 @pytest.mark.asyncio
 async def test_destroy_and_exec_destroy_are_idempotent_and_finalizers_cover_the_rest() -> None:
     kit = await open_kit()
@@ -1103,8 +1113,10 @@ async def test_destroy_and_exec_destroy_are_idempotent_and_finalizers_cover_the_
         out = await zeros(kit.dev, 1)
         gc.collect()
         await asyncio.to_thread(capture.reclaim)
-        t2 = await asyncio.to_thread(capture_stores, kit, out, [1])
-        e2 = await asyncio.to_thread(capture.instantiate, t2)
+        # A fresh thread per call: an executor's worker (asyncio.to_thread) may keep
+        # its last result referenced, which is not what this test is about.
+        t2 = await _in_fresh_thread(capture_stores, kit, out, [1])
+        e2 = await _in_fresh_thread(capture.instantiate, t2)
         mid = capture.stats()
         del t2, e2
         gc.collect()  # the finalizers queue the handles; no CUDA call here, on the loop thread
