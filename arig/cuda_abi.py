@@ -90,18 +90,36 @@ class Kernel:
 
 
 class _Params:
-    """A node's launch parameters as CUDA reads them; keeps its buffers alive."""
+    """A node's launch parameters as CUDA reads them, kept for cheap updates.
 
-    __slots__ = ("struct", "_args", "_size", "_extra")
+    The argument buffer, its size and the ``extra`` array live here, so a
+    fill's update of a node's arguments is one ``memmove`` and one driver
+    call, with nothing allocated.
+    """
+
+    __slots__ = ("struct", "buf", "size", "_extra")
 
     def __init__(self, k: Kernel) -> None:
-        self._args = ctypes.create_string_buffer(k.args, max(len(k.args), 1))
-        self._size = c_size_t(len(k.args))
-        self._extra = (c_void_p * 5)(1, ctypes.addressof(self._args), 2, ctypes.addressof(self._size), 0) if k.args else None
-        self.struct = KERNEL_NODE_PARAMS(
-            k.func, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2], k.shared,
-            None, ctypes.cast(self._extra, c_void_p) if self._extra is not None else None, None, None,
-        )
+        self.struct = KERNEL_NODE_PARAMS(k.func, *k.grid, *k.block, k.shared, None, None, None, None)
+        self._extra: Any = None
+        self.set_buffer(k.args)
+
+    def set_buffer(self, args: bytes) -> None:
+        self.buf = ctypes.create_string_buffer(args, max(len(args), 1))
+        self.size = c_size_t(len(args))
+        if args:
+            self._extra = (c_void_p * 5)(1, ctypes.addressof(self.buf), 2, ctypes.addressof(self.size), 0)
+            self.struct.extra = ctypes.addressof(self._extra)
+        else:
+            self._extra = None
+            self.struct.extra = None
+
+    def set_dims(self, grid: tuple[int, int, int] | None, block: tuple[int, int, int] | None) -> None:
+        st = self.struct
+        if grid is not None:
+            st.gridDimX, st.gridDimY, st.gridDimZ = grid
+        if block is not None:
+            st.blockDimX, st.blockDimY, st.blockDimZ = block
 
 
 class Graph:
@@ -114,14 +132,14 @@ class Graph:
     value is reachable.
     """
 
-    __slots__ = ("handle", "nodes", "_kernels", "_finalizer", "__weakref__")
+    __slots__ = ("handle", "nodes", "_params", "_finalizer", "__weakref__")
 
     def __init__(self, handle: int, nodes: Sequence[int], collect: Callable[[], None]) -> None:
         if not callable(collect):
             raise ArigTypeError("collect must be callable")
         self.handle = int(handle)
         self.nodes = tuple(int(n) for n in nodes)
-        self._kernels: list[Kernel] | None = None
+        self._params: list[_Params] | None = None
         self._finalizer = weakref.finalize(self, collect)
 
     # -- for fills, during their call ------------------------------------------
@@ -131,19 +149,53 @@ class Graph:
         Call it from a fill, before that fill's ``launch``: the update reaches
         the launches after it and none enqueued before it, so it waits for
         nothing.  The node's function is fixed: make another graph to change it.
+        Arguments of the node's current size are copied in place (no
+        allocation); another size is checked against the kernel's layout.
+        A failed update leaves the node's recorded parameters undefined, as
+        the device is lost anyway once its fill returns the failure.
         """
-        if self._kernels is None:
+        params = self._params
+        if params is None:
             raise ArigError("this graph was not made by arig's record: its nodes' parameters are unknown")
-        old = self._kernels[i]
-        new = Kernel(old.func, old.grid if grid is None else grid, old.block if block is None else block,
-                     old.args if args is None else args, old.shared if shared is None else shared)
+        p = params[i]
+        st = p.struct
+        saved = (p.buf, p.size, p._extra, p.buf.raw, st.extra, st.gridDimX, st.gridDimY, st.gridDimZ, st.blockDimX, st.blockDimY, st.blockDimZ, st.sharedMemBytes)
         if args is not None:
-            check_args(new.func, new.args)
-        p = _Params(new)
-        rc: int = lib.cuGraphExecKernelNodeSetParams_v2(self.handle, self.nodes[i], byref(p.struct))
-        if rc == 0:
-            self._kernels[i] = new
+            if not isinstance(args, (bytes, bytearray, memoryview)):
+                raise ArigTypeError(f"args must be bytes, got {type(args).__name__}")
+            n = len(args)
+            if n == p.size.value and n:
+                ctypes.memmove(p.buf, bytes(args) if isinstance(args, memoryview) else args, n)
+            else:
+                check_args(p.struct.func or 0, bytes(args))
+                p.set_buffer(bytes(args))
+        if grid is not None or block is not None:
+            p.set_dims(None if grid is None else dims(grid, "grid"), None if block is None else dims(block, "block"))
+        if shared is not None:
+            if isinstance(shared, bool) or not isinstance(shared, int) or not 0 <= shared <= _U32:
+                raise ArigValueError(f"shared must be an int in 0..2**32-1, got {shared!r}")
+            p.struct.sharedMemBytes = shared
+        rc: int = lib.cuGraphExecKernelNodeSetParams_v2(self.handle, self.nodes[i], byref(st))
+        if rc:  # refused: the node keeps its parameters, and so does the record of them
+            p.buf, p.size, p._extra, raw, st.extra = saved[:5]
+            ctypes.memmove(p.buf, raw, len(raw))
+            (st.gridDimX, st.gridDimY, st.gridDimZ, st.blockDimX, st.blockDimY, st.blockDimZ, st.sharedMemBytes) = saved[5:]
         return rc
+
+    @property
+    def _kernels(self) -> list[Kernel] | None:
+        """Each node's parameters as last set (tests and debugging)."""
+        if self._params is None:
+            return None
+        out = []
+        for p in self._params:
+            st = p.struct
+            out.append(Kernel(st.func or 0, (st.gridDimX, st.gridDimY, st.gridDimZ), (st.blockDimX, st.blockDimY, st.blockDimZ), p.buf.raw[: p.size.value], st.sharedMemBytes))
+        return out
+
+    @_kernels.setter
+    def _kernels(self, kernels: list[Kernel]) -> None:
+        self._params = [_Params(k) for k in kernels]
 
     def launch(self, stream: int) -> int:
         """Enqueue the graph on ``stream`` (a fill's queue); return the CUresult."""
@@ -265,14 +317,13 @@ class CudaAbi:
             check(lib.cuGraphCreate(byref(g), 0), "cuGraphCreate")
             exec_ = c_void_p()
             nodes: list[int] = []
+            params = [_Params(k) for k in ks]  # kept by the graph: updates reuse them
             try:
-                last = c_void_p()
-                for k in ks:
-                    p = _Params(k)
-                    node = c_void_p()
+                last = node = c_void_p()
+                for p in params:
                     check(lib.cuGraphAddKernelNode_v2(byref(node), g, byref(last) if nodes else None, 1 if nodes else 0, byref(p.struct)), "cuGraphAddKernelNode")
                     nodes.append(node.value or 0)
-                    last = node
+                    last, node = node, c_void_p()
                 check(lib.cuGraphInstantiateWithFlags(byref(exec_), g, 0), "cuGraphInstantiate")
             except BaseException:
                 lib.cuGraphDestroy(g)
@@ -281,7 +332,7 @@ class CudaAbi:
             b.gpu.retain(modules)
             collect = functools.partial(b.gpu.collect, exec_.value or 0, g.value or 0, modules, b.gpu.generation)
             graph = Graph(exec_.value or 0, nodes, collect)
-            graph._kernels = ks
+            graph._params = params
             return graph
         finally:
             lib.cuCtxSetCurrent(prev)

@@ -1,11 +1,14 @@
 """Probe: one task's submit→wait round trip on CUDA for a few kernel lengths,
-with the waiter's spin on and off, and how often the spin saw the completion.
-Usage (GPU machine): python3 scripts/probe_latency.py"""
+how often the waiter's spin saw the completion, and which threads spent the
+CPU.  Usage (GPU machine): python3 scripts/probe_latency.py [--sched blocking] [--spin-us 40]"""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import os
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -18,8 +21,22 @@ def fill(stream: int, launch: Launch, v: int) -> int:
     return launch(stream)
 
 
-async def probe(spin_us: int) -> None:
-    async with await arig.open(arig.cuda.gpu(0, spin_us=spin_us)) as dev:
+def thread_cpu() -> Counter[str]:
+    """ns on CPU per thread name (schedstat), summed over threads of one name."""
+    out: Counter[str] = Counter()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[name] += int(f.read().split()[0])
+        except OSError:
+            pass
+    return out
+
+
+async def probe(spin_us: int, sched: str | None) -> None:
+    async with await arig.open(arig.cuda.gpu(0, spin_us=spin_us, sched=sched)) as dev:
         img = await dev.load(shipped_image())
         b = dev._backend
         for us in (0, 50, 200, 1000):
@@ -27,9 +44,9 @@ async def probe(spin_us: int) -> None:
             for _ in range(50):
                 await dev.wait(await dev.submit(fill, launch))
             b.spin_stats[:] = [0, 0, 0]
-            lat, wake = [], []
-            c0 = time.process_time()
-            for _ in range(300):
+            lat, wake, n = [], [], 300
+            c0, t0 = time.process_time(), thread_cpu()
+            for _ in range(n):
                 t = time.perf_counter()
                 v = await dev.submit(fill, launch)
                 await dev.wait(v)
@@ -38,15 +55,20 @@ async def probe(spin_us: int) -> None:
                 r = dev.reached_at(v)
                 if r is not None:
                     wake.append(t1 - r)
-            cpu = (time.process_time() - c0) / 300
-            print(f"spin_us={spin_us:3d} kernel {us:5d} us: p50 {np.median(lat) * 1e6:7.1f} us  p90 {np.percentile(lat, 90) * 1e6:7.1f}"
-                  f"  seen->resumed p50 {np.median(wake) * 1e6:6.1f} us  cpu/wait {cpu * 1e6:6.1f} us  spin hit/miss/late {b.spin_stats}  est {b._est[0] * 1e6:.0f} us"
-                  f"  [{b.facts['completion']}]", flush=True)
+            cpu = (time.process_time() - c0) / n
+            per = thread_cpu() - t0
+            top = ", ".join(f"{k} {v / n / 1e3:.0f}" for k, v in per.most_common(5))
+            print(f"sched={dev.facts['sched']} spin_us={spin_us:3d} kernel {us:5d} us: p50 {np.median(lat) * 1e6:7.1f} us  p90 {np.percentile(lat, 90) * 1e6:7.1f}"
+                  f"  seen->resumed {np.median(wake) * 1e6:5.1f}  cpu/wait {cpu * 1e6:6.1f} us  spin hit/miss/late {b.spin_stats}  est {b._est[0] * 1e6:.0f}"
+                  f"\n    cpu µs/op by thread: {top}", flush=True)
 
 
-async def main() -> None:
-    for spin_us in (40, 0):
-        await probe(spin_us)
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--sched", default=None)
+    p.add_argument("--spin-us", type=int, default=40)
+    a = p.parse_args()
+    asyncio.run(probe(a.spin_us, a.sched))
 
 
-asyncio.run(main())
+main()

@@ -14,13 +14,15 @@ from ._lib import CudaError, CudaOutOfMemory, CudaUnavailable
 __all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture"]
 
 
-def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 40) -> CudaOpener:
+def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 40, sched: str | None = None) -> CudaOpener:
     """The opener of GPU ``i`` (name ``"CUDA"`` for 0, ``"CUDA:i"`` otherwise).
 
     ``queues`` non-blocking streams; ``hang_ms`` overrides the hang timeout
     (default: 30 s where no display watchdog runs, else None); ``spin_us``
     bounds how long a waiter thread watches for a predicted completion while
-    one or two values are outstanding (0: only host functions wake it).
+    one or two values are outstanding (0: only host functions wake it);
+    ``sched`` (``"auto"``, ``"spin"``, ``"yield"``, ``"blocking"``) sets how
+    libcuda's threads wait, where arig creates the primary context.
     """
     if isinstance(i, bool) or not isinstance(i, int):
         raise ArigTypeError(f"GPU index must be an int, got {type(i).__name__}")
@@ -32,7 +34,9 @@ def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 4
         raise ArigValueError(f"hang_ms must be a positive int or None, got {hang_ms!r}")
     if isinstance(spin_us, bool) or not isinstance(spin_us, int) or spin_us < 0:
         raise ArigValueError(f"spin_us must be an int >= 0, got {spin_us!r}")
-    return CudaOpener(i, queues, hang_ms, spin_us)
+    if sched is not None and sched not in ("auto", "spin", "yield", "blocking"):
+        raise ArigValueError(f"sched must be 'auto', 'spin', 'yield' or 'blocking', not {sched!r}")
+    return CudaOpener(i, queues, hang_ms, spin_us, sched)
 
 
 def __getattr__(name: str) -> object:

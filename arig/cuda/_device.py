@@ -59,6 +59,8 @@ IDLE_POLL = 0.5
 #: hang_ms on a GPU where no display watchdog runs (the seed's 30 s).
 DEFAULT_HANG_MS = 30_000
 
+#: CU_CTX_SCHED_*: how libcuda's threads wait for the GPU.
+SCHED = {"auto": 0, "spin": 1, "yield": 2, "blocking": 4}
 CU_STREAM_NON_BLOCKING = 1
 CU_MEMHOSTALLOC_PORTABLE = 1
 CU_MEMHOSTALLOC_DEVICEMAP = 2
@@ -144,8 +146,9 @@ def _c_arg(arg: Any) -> int | None:
 class CudaOpener:
     """Opener of GPU ``index`` through libcuda (name ``"CUDA"`` or ``"CUDA:i"``)."""
 
-    def __init__(self, index: int, queues: int, hang_ms: int | None, spin_us: int = 40) -> None:
+    def __init__(self, index: int, queues: int, hang_ms: int | None, spin_us: int = 40, sched: str | None = None) -> None:
         self.index = index
+        self.sched = sched
         self.spin_us = spin_us
         self.name = "CUDA" if index == 0 else f"CUDA:{index}"
         self.queues = queues
@@ -178,6 +181,7 @@ class CudaBackend(Backend):
         dev = c_int()
         check(lib.cuDeviceGet(byref(dev), i), "cuDeviceGet")
         self.cudev = dev.value
+        self._set_sched(opener.sched)
         ctx = c_void_p()
         check(lib.cuDevicePrimaryCtxRetain(byref(ctx), self.cudev), "cuDevicePrimaryCtxRetain")
         self.ctx = ctx.value
@@ -207,6 +211,20 @@ class CudaBackend(Backend):
         self.capabilities = dict([cuda_abi.declare(self.record)])
 
     # -- open ------------------------------------------------------------------
+    def _set_sched(self, sched: str | None) -> None:
+        """How libcuda's own threads wait (the primary context's scheduling flags).
+
+        The primary context is shared with every library in the process, so
+        the flags are set only where arig is the one creating it; otherwise
+        the context keeps the flags it has.
+        """
+        if sched is None or not lib.has("cuDevicePrimaryCtxGetState"):
+            return
+        flags, active = c_uint(), c_int()
+        check(lib.cuDevicePrimaryCtxGetState(self.cudev, byref(flags), byref(active)), "cuDevicePrimaryCtxGetState")
+        if not active.value:
+            check(lib.cuDevicePrimaryCtxSetFlags_v2(self.cudev, (flags.value & ~7) | SCHED[sched]), "cuDevicePrimaryCtxSetFlags")
+
     def _check_context(self) -> None:
         """A primary context that faulted earlier (a lost device) is unusable:
         if only arig holds it, give it back so the driver makes a fresh one."""
@@ -266,7 +284,15 @@ class CudaBackend(Backend):
             "display_watchdog": watchdog,
             "queues": opener.queues,
             "ordinal": self.ordinal,
+            "sched": self._sched_name(),
         }
+
+    def _sched_name(self) -> str:
+        if not lib.has("cuDevicePrimaryCtxGetState"):
+            return "unknown"
+        flags, active = c_uint(), c_int()
+        lib.cuDevicePrimaryCtxGetState(self.cudev, byref(flags), byref(active))
+        return {v: k for k, v in SCHED.items()}.get(flags.value & 7, "auto")
 
     def _make_queues(self, n: int) -> None:
         for _ in range(n):
@@ -466,6 +492,12 @@ class CudaBackend(Backend):
         if word.value >= target:  # done before the window opened: predict earlier next time
             self._est[qi] = est * 0.8
             self.spin_stats[2] += 1
+            if self._seen[qi] < target:  # tell the loop now, not when the host function runs
+                if self._helper is not None:
+                    self._sigs[qi].t_ns = time.perf_counter_ns()
+                    os.eventfd_write(self._efd, 1)
+                else:
+                    self._report_fallback(qi, False)
             return
         end = max(now, start) + self._spin_s
         if self._helper is not None:
@@ -575,9 +607,17 @@ class CudaBackend(Backend):
         if self.lost_cause() is None:
             for st in self._streams:  # only trailing host functions can remain: let them run
                 lib.cuStreamSynchronize(st)
-        if any(lib.cuStreamQuery(st) != 0 for st in self._streams):
+        queried = [lib.cuStreamQuery(st) for st in self._streams]
+        if any(rc != 0 for rc in queried):
             _ORPHANS.append((self._words, self._sems, getattr(self, "_sigs", None), self._efd))
             self._words, self._sems, self._efd = 0, [], -1  # the eventfd stays open too: never reused
+        if CUDA_ERROR_NOT_READY in queried:
+            # Work that hung is still running: cuMemFree and the context's last
+            # release would wait for it (libcuda synchronizes both), so stop
+            # would block until it ends.  Keep the buffers and the reference.
+            _ORPHANS.append((list(self._live), self.ctx))
+            self._live.clear()
+            self.ctx = 0
         self._release()
         self._closed = True
 

@@ -90,6 +90,8 @@ _PROTOS: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "cuDevicePrimaryCtxRetain": (CUresult, (POINTER(HANDLE), CUdevice)),
     "cuDevicePrimaryCtxRelease_v2": (CUresult, (CUdevice,)),
     "cuDevicePrimaryCtxReset_v2": (CUresult, (CUdevice,)),
+    "cuDevicePrimaryCtxGetState": (CUresult, (CUdevice, POINTER(c_uint), POINTER(c_int))),
+    "cuDevicePrimaryCtxSetFlags_v2": (CUresult, (CUdevice, c_uint)),
     "cuCtxSetCurrent": (CUresult, (HANDLE,)),
     "cuCtxGetCurrent": (CUresult, (POINTER(HANDLE),)),
     "cuStreamCreate": (CUresult, (POINTER(HANDLE), c_uint)),

@@ -1,13 +1,6 @@
-"""A fake libcuda for deterministic CPU tests of arig's CUDA device (like tinygrad's mockgpu).
-
-``FakeCuda`` stands in for ``arig.cuda._lib.lib``: the driver functions arig
-calls, in Python, with libcuda's calling conventions.  Each GPU has a
-refcounted primary context; each stream is a thread, the fake GPU, running
-its work in order (kernels are Python callables on the argument bytes); a
-kernel's ``Fault`` makes its context's error sticky, as on a real GPU.
-Every call is logged; misuse the driver would not catch at once (freed memory
-still in use by queued work, a module unloaded under a graph, a double free)
-is recorded in ``violations``.
+"""A fake libcuda for deterministic CPU tests of arig's CUDA device (like
+tinygrad's mockgpu): ``FakeCuda`` implements, in Python and with libcuda's
+calling conventions, the driver functions arig calls.  See ``FakeCuda``.
 """
 
 from __future__ import annotations
@@ -38,6 +31,7 @@ ERRORS = {
     100: ("CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"), 101: ("CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"),
     201: ("CUDA_ERROR_INVALID_CONTEXT", "invalid device context"), 400: ("CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"),
     500: ("CUDA_ERROR_NOT_FOUND", "named symbol not found"), 600: ("CUDA_ERROR_NOT_READY", "device not ready"),
+    709: ("CUDA_ERROR_CONTEXT_IS_DESTROYED", "context is destroyed"),
     700: ("CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"), 719: ("CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"),
 }  # fmt: skip
 
@@ -138,26 +132,33 @@ def _layout(sizes: Sequence[int]) -> tuple[tuple[int, int], ...]:
 
 
 class FakeCuda:
-    """A fake libcuda; ``installed()`` puts it in place of ``arig.cuda._lib.lib``.
-
-    A context per GPU, refcounted: released to 0 it dies with its streams,
-    memory, modules and graphs, and the next retain makes a fresh one (a new
-    handle).  A kernel raising ``Fault(code)`` (anything else: 719) sets its
-    context's ``faulted`` code, which later calls return; queued work, host
-    functions included, never runs.  Streams run kernels, copies,
-    ``cuStreamWriteValue64`` writes, host functions (as
-    ``CFUNCTYPE(None, c_void_p)(fn)(userdata)``) and graph launches (each a
-    snapshot of its exec) in order; ``hold``/``release`` stop and restart one
-    between items.  Memory is host memory: device pointers are addresses, and
-    freed blocks stay mapped until ``shutdown``.  ``destroyed`` lists exec and
-    graph destroys and module unloads in order; ``log`` every call (name,
-    calling thread, arguments, result)::
+    """A fake libcuda; ``installed()`` puts it in place of ``arig.cuda._lib.lib``::
 
         fake = FakeCuda(gpus=2)
         image = fake.image(store=(store, (8, 4, 8)))  # name=(fn(arg_bytes), parameter sizes)
         with fake.installed():
             async with await arig.open(arig.cuda.gpu(0)) as dev:
                 img = await dev.load(image)
+
+    As libcuda (an H200 with driver 580 was asked): each GPU's primary context
+    is refcounted; released to 0, or reset, it dies with its streams, memory,
+    modules and graphs, and the next retain makes a fresh one under the same
+    handle.  A stream's destroy returns at once and its queued work still runs;
+    ``cuMemFree``, ``cuMemFreeHost``, ``cuModuleLoadData`` and the last
+    release wait until the context's queued work is done.  A kernel raising ``Fault(code)`` (anything
+    else: 719) sets the context's sticky ``faulted`` code, which later calls
+    return, and its queued work, host functions included, never runs.
+
+    Each stream is a thread, the fake GPU, running kernels, copies,
+    ``cuStreamWriteValue64`` writes, host functions (as
+    ``CFUNCTYPE(None, c_void_p)(fn)(userdata)``) and graph launches (each a
+    snapshot of its exec) in order; ``hold``/``release`` stop and restart it
+    between items.  Memory is host memory: device pointers are addresses, and
+    freed blocks stay mapped until ``shutdown``.  ``log`` records every call
+    (name, calling thread, arguments, result); ``destroyed`` exec and graph
+    destroys and module unloads, in order; ``violations`` misuse a real driver
+    might not report at once (queued work touching freed memory, a destroyed
+    handle destroyed again, a module unloaded under a graph, a double free).
 
     ``gpus``: how many (or their ``FakeGpu``); ``memops=False``: no
     cuStreamWriteValue64_v2; ``available=False``: as if libcuda.so.1 could not
@@ -177,7 +178,7 @@ class FakeCuda:
         self.contexts: dict[int, _Context] = {}
         self.streams: dict[int, _Stream] = {}
         self._cond = threading.Condition(threading.RLock())  # guards everything
-        self._tls = threading.local()  # .ctx: the calling thread's current context
+        self._tls = threading.local()  # .ctx: the handle of the calling thread's current context
         self._primary: dict[int, _Context] = {}
         self._memory: dict[int, _Alloc] = {}
         self._freed: list[_Alloc] = []
@@ -212,7 +213,7 @@ class FakeCuda:
             return self._cond.wait_for(lambda: not self.streams[stream].items, timeout)
 
     def calls(self, name: str | None = None) -> list[Call]: return [c for c in list(self.log) if name is None or c.name == name]
-    def primary(self, ordinal: int = 0) -> _Context | None: return self._primary.get(ordinal)  # GPU ordinal's latest context
+    def primary(self, ordinal: int = 0) -> _Context: return self._primary[ordinal]  # GPU ordinal's latest context
 
     @contextmanager
     def installed(self) -> Iterator[FakeCuda]:
@@ -221,13 +222,13 @@ class FakeCuda:
         mods = (lib_module, _device, _gpu, _launch, cuda_abi, capture)
         saved = [vars(m)["lib"] for m in mods], _gpu._states, _device._LAYOUTS
         for m in mods:
-            setattr(m, "lib", self)
+            vars(m)["lib"] = self
         _gpu._states, _device._LAYOUTS = {}, {}
         try:
             yield self
         finally:
             for m, old in zip(mods, saved[0]):
-                setattr(m, "lib", old)
+                vars(m)["lib"] = old
             _gpu._states, _device._LAYOUTS = saved[1], saved[2]
             self.shutdown()
 
@@ -280,7 +281,7 @@ class FakeCuda:
             return rc
 
     # -- helpers (lock held) ----------------------------------------------------------
-    def _current(self) -> _Context: return self._usable(getattr(self._tls, "ctx", None))
+    def _current(self) -> _Context: return self._usable(self.contexts.get(getattr(self._tls, "ctx", 0)), 201)
 
     def _find(self, addr: int, n: int, kinds: Sequence[str] = ("device", "mapped")) -> _Alloc | None:
         return next((a for base, a in self._memory.items() if base <= addr and addr + n <= base + a.size and a.kind in kinds), None)
@@ -289,16 +290,16 @@ class FakeCuda:
         _fail_if(not 0 <= dev < len(self.gpus), 101)  # CUDA_ERROR_INVALID_DEVICE
         return self.gpus[dev]
 
-    def _usable(self, ctx: _Context | None) -> _Context:
+    def _usable(self, ctx: _Context | None, none: int = 400) -> _Context:
         if ctx is None or not ctx.alive:
-            raise _Rc(201)
+            raise _Rc(none if ctx is None else 709)  # CUDA_ERROR_CONTEXT_IS_DESTROYED
         _fail_if(ctx.faulted or self.poisoned, ctx.faulted or self.poisoned)  # sticky
         return ctx
 
     def _stream(self, h: Any, enqueue: bool = False) -> _Stream:
         s = self._get(self.streams, h)
         self._usable(s.ctx)
-        _fail_if(s.destroyed or (enqueue and getattr(self._tls, "ctx", None) is not s.ctx), 400 if s.destroyed else 201)  # work is enqueued with the stream's context current
+        _fail_if(s.destroyed or (enqueue and getattr(self._tls, "ctx", 0) != s.ctx.handle), 400 if s.destroyed else 201)  # work is enqueued with the stream's context current
         return s
 
     def _enqueue(self, s: _Stream, item: Callable[[], Any]) -> None:
@@ -347,9 +348,12 @@ class FakeCuda:
                 s.items.clear()
         self._cond.notify_all()
 
-    def _destroy_context(self, ctx: _Context, reset: bool = False) -> None:
-        """Release to 0 (or reset: the context stays, fresh) frees everything it holds."""
-        ctx.alive, ctx.faulted = reset, 0 if reset else ctx.faulted
+    def _idle(self, ctx: _Context) -> bool:
+        return not ctx.alive or bool(ctx.faulted) or not any(s.items for s in self.streams.values() if s.ctx is ctx)
+
+    def _destroy_context(self, ctx: _Context) -> None:
+        """A context dies (released to 0, or reset) with everything it holds."""
+        ctx.alive = False
         for s in self.streams.values():
             if s.ctx is ctx:
                 s.items.clear()
@@ -414,7 +418,7 @@ class FakeCuda:
     def _cuDeviceTotalMem_v2(self, p: Any, dev: int) -> None: _put(p, c_size_t, self._spec(dev).memory)
     def _cuGetErrorName(self, code: int, p: Any) -> None: self._cstr(p, ERRORS.get(code, ("",))[0])
     def _cuGetErrorString(self, code: int, p: Any) -> None: self._cstr(p, ERRORS.get(code, ("", ""))[1])
-    def _cuCtxGetCurrent(self, p: Any) -> None: _put(p, c_void_p, getattr(getattr(self._tls, "ctx", None), "handle", None))
+    def _cuCtxGetCurrent(self, p: Any) -> None: _put(p, c_void_p, getattr(self._tls, "ctx", 0) or None)
     def _cuStreamQuery(self, h: Any) -> int: return 600 if self._stream(h).items else 0
     def _cuMemHostAlloc(self, p: Any, n: int, flags: int) -> None: self._cuMemAlloc_v2(p, n, "mapped" if flags & 2 else "host", c_void_p)
     def _cuMemcpyHtoDAsync_v2(self, dst: int, src: Any, n: int, h: Any) -> None: self._copy(h, dst, _addr(src), n, dst)
@@ -431,31 +435,36 @@ class FakeCuda:
         _fail_if(not self.gpus, 100)  # CUDA_ERROR_NO_DEVICE
 
     def _cuDevicePrimaryCtxRetain(self, p: Any, dev: int) -> None:
-        ctx = self._primary.get(dev)
-        if ctx is None or not ctx.alive:
-            h = next(_handles)
-            ctx = self._primary[dev] = self.contexts[h] = _Context(h, self.gpus.index(self._spec(dev)))
-        ctx.refs += 1
-        _put(p, c_void_p, ctx.handle)
+        self._spec(dev)
+        old = self._primary.get(dev)
+        if old is None or not old.alive:  # a fresh context, under the GPU's one handle (as libcuda does)
+            h = old.handle if old else next(_handles)
+            self._primary[dev] = self.contexts[h] = _Context(h, dev, old.refs if old else 0)
+        self._primary[dev].refs += 1
+        _put(p, c_void_p, self._primary[dev].handle)
 
     def _cuDevicePrimaryCtxRelease_v2(self, dev: int) -> None:
+        self._spec(dev)
         ctx = self._primary.get(dev)
-        if ctx is None or not ctx.alive or ctx.refs <= 0:
+        if ctx is None or ctx.refs <= 0:
             self.violations.append(f"cuDevicePrimaryCtxRelease({dev}) of a context nobody retained")
             raise _Rc(201)
         ctx.refs -= 1
-        if ctx.refs == 0:
-            self._destroy_context(ctx)
+        if ctx.refs == 0 and ctx.alive:
+            self._cond.wait_for(lambda: self._idle(ctx) or ctx.refs > 0)  # as libcuda: the last release waits for queued work
+            if ctx.refs == 0:
+                self._destroy_context(ctx)
 
     def _cuDevicePrimaryCtxReset_v2(self, dev: int) -> None:
+        self._spec(dev)
         ctx = self._primary.get(dev)
-        if ctx is not None and ctx.alive:  # retains stay counted: a reset releases nothing
-            self._destroy_context(ctx, reset=True)
+        if ctx is not None and ctx.alive:  # even while others hold it; their retains stay counted
+            self._cond.wait_for(lambda: self._idle(ctx))
+            self._destroy_context(ctx)
 
     def _cuCtxSetCurrent(self, h: Any) -> None:
-        ctx = self.contexts.get(_addr(h))
-        _fail_if(_addr(h) and (ctx is None or not ctx.alive), 201)
-        self._tls.ctx = ctx
+        _fail_if(_addr(h) and _addr(h) not in self.contexts, 201)
+        self._tls.ctx = _addr(h)  # a handle: the primary context made anew under it is current too
 
     # streams
     def _cuStreamCreate(self, p: Any, flags: int) -> None:
@@ -509,7 +518,9 @@ class FakeCuda:
         if a is None or a.kind not in kinds:
             self.violations.append(f"free of 0x{addr:x}, not a live {'/'.join(kinds)} allocation")
             raise _Rc(1)
-        self._freed.append(self._memory.pop(addr))
+        self._cond.wait_for(lambda: self._idle(a.ctx))  # as libcuda: a free waits for queued work
+        _fail_if(self._memory.pop(addr, None) is not a, 1)  # freed meanwhile by another thread
+        self._freed.append(a)
         return a.ctx.faulted
 
     _cuMemFree_v2 = partialmethod(_free, kinds=("device",))
@@ -527,6 +538,7 @@ class FakeCuda:
 
     # modules
     def _cuModuleLoadData(self, p: Any, image: Any) -> None:
+        self._cond.wait_for(lambda: self._idle(self._current()))  # as libcuda: a load waits for queued work
         m = self._new(self._modules, p, lambda h: _Owned(h, self._current(), {}))
         found = re.match(rb"// arig fake image (\d+)\n", ctypes.string_at(_addr(image)))
         for name, (fn, layout) in self._specs.get(int(found[1]) if found else 0, {}).items():
