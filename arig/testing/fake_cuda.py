@@ -180,6 +180,7 @@ class FakeCuda:
         self._cond = threading.Condition(threading.RLock())  # guards everything
         self._tls = threading.local()  # .ctx: the handle of the calling thread's current context
         self._primary: dict[int, _Context] = {}
+        self.ctx_flags: dict[int, int] = {}  # per GPU: the primary context's CU_CTX_* flags
         self._memory: dict[int, _Alloc] = {}
         self._freed: list[_Alloc] = []
         self._modules: dict[int, _Owned] = {}  # items: name -> _Func
@@ -461,6 +462,16 @@ class FakeCuda:
         if ctx is not None and ctx.alive:  # even while others hold it; their retains stay counted
             self._cond.wait_for(lambda: self._idle(ctx))
             self._destroy_context(ctx)
+
+    def _cuDevicePrimaryCtxGetState(self, dev: int, flags: Any, active: Any) -> None:
+        self._spec(dev)
+        ctx = self._primary.get(dev)
+        _put(flags, c_uint, self.ctx_flags.get(dev, 0))
+        _put(active, c_int, int(ctx is not None and ctx.alive and ctx.refs > 0))
+
+    def _cuDevicePrimaryCtxSetFlags_v2(self, dev: int, flags: int) -> None:
+        self._spec(dev)
+        self.ctx_flags[dev] = flags
 
     def _cuCtxSetCurrent(self, h: Any) -> None:
         _fail_if(_addr(h) and _addr(h) not in self.contexts, 201)
