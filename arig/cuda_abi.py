@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from ctypes import byref, c_size_t, c_void_p
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
 __all__ = ["FILL", "KEY", "Kernel", "Graph", "CudaAbi", "declare"]
 
 _U32 = (1 << 32) - 1
+#: Long pure-Python loops on worker threads give the GIL away this often:
+#: otherwise the event loop's thread waits for it up to the switch interval
+#: (5 ms) at a time while a large graph is made.
+_YIELD_EVERY = 128
 
 
 class _Key:
@@ -248,12 +253,18 @@ class CudaAbi:
                 raise ArigTypeError(f"graph takes Kernel values, got {type(k).__name__}")
         b = self._backend
         images = getattr(b, "_images", None)  # modules of the device's images not unloaded
-        for k in ks:
+        checked: set[tuple[int, int]] = set()
+        for i, k in enumerate(ks):
+            if (k.func, len(k.args)) in checked:
+                continue  # one check per function and argument size, not per node
             module = b.module_of(k.func)
             # A module may outlive its image while a graph uses it: the image must be loaded still.
             if module is None or not b.gpu.loaded(module) or (images is not None and module not in images):
                 raise ArigValueError(f"kernel function 0x{k.func:x} belongs to no image loaded on {b.name}")
             check_args(k.func, k.args)
+            checked.add((k.func, len(k.args)))
+            if i % _YIELD_EVERY == _YIELD_EVERY - 1:
+                time.sleep(0)
         self._enter()
         try:
             return self._build(ks)
@@ -317,10 +328,14 @@ class CudaAbi:
             check(lib.cuGraphCreate(byref(g), 0), "cuGraphCreate")
             exec_ = c_void_p()
             nodes: list[int] = []
-            params = [_Params(k) for k in ks]  # kept by the graph: updates reuse them
+            params: list[_Params] = []  # kept by the graph: updates reuse them
             try:
                 last = node = c_void_p()
-                for p in params:
+                for k in ks:
+                    p = _Params(k)
+                    params.append(p)
+                    if len(params) % _YIELD_EVERY == 0:
+                        time.sleep(0)  # let the event loop's thread have the GIL: see _YIELD_EVERY
                     check(lib.cuGraphAddKernelNode_v2(byref(node), g, byref(last) if nodes else None, 1 if nodes else 0, byref(p.struct)), "cuGraphAddKernelNode")
                     nodes.append(node.value or 0)
                     last, node = node, c_void_p()

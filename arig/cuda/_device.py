@@ -51,9 +51,12 @@ FAULT_POLL = 0.02
 #: Spin only while at most this many values are outstanding on a queue (latency mode);
 #: with more in flight, host functions arrive often enough (throughput mode).
 SPIN_OUTSTANDING = 2
+#: Completions predicted sooner than this are watched by the submit thread itself.
+SHORT_SPIN = 25e-6
 #: How early before the predicted completion the spin starts.
 SPIN_LEAD = 15e-6
 PR_SET_TIMERSLACK = 29
+PR_SET_NAME = 15
 #: Seconds between wake-ups while nothing is outstanding.
 IDLE_POLL = 0.5
 #: hang_ms on a GPU where no display watchdog runs (the seed's 30 s).
@@ -90,6 +93,11 @@ def _sem_wait(sem: int, ts: _Timespec, timeout: float) -> bool:
     ts.tv_sec = int(deadline)
     ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
     return bool(_libc.sem_timedwait(sem, byref(ts)) == 0)
+
+
+def _name_thread(name: str) -> None:
+    """The OS thread's name (``top -H``, /proc/self/task/*/comm), 15 bytes at most."""
+    _libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def _relaxed_capture_mode() -> None:
@@ -195,6 +203,7 @@ class CudaBackend(Backend):
         self._closed = False
         self._efd = self._reader_fd = -1
         self._waiters: list[threading.Thread] = []
+        _name_thread("arig-submit")
         try:
             check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
             _relaxed_capture_mode()  # this submit thread's own calls must not break users' captures
@@ -418,6 +427,9 @@ class CudaBackend(Backend):
         idle = self._seen[qi] >= self._signalled[qi]  # the waiter may be in its long idle sleep
         self._signalled[qi] = v
         latency = self._spin_s > 0 and self._memops and v - self._seen[qi] <= SPIN_OUTSTANDING
+        if latency and self._helper is not None and self._est[qi] < SHORT_SPIN:
+            self._spin_here(qi, v)  # short work: watch it here rather than wake the waiter
+            latency = False
         if latency:
             self._kick_v[qi] = v
             self._kick_t[qi] = time.perf_counter()
@@ -425,10 +437,26 @@ class CudaBackend(Backend):
         if latency or idle:
             _libc.sem_post(self._sems[qi])  # the waiter spins (_spin) or starts polling for faults
 
+    def _spin_here(self, qi: int, v: int) -> None:
+        """The submit thread watches a completion predicted within ``SHORT_SPIN``
+        (in C, without the GIL), saving the waiter thread's wake-up."""
+        t_kick, est = time.perf_counter(), self._est[qi]
+        sig, word = self._sigs[qi], self._word_views[qi]
+        window = est + self._spin_s
+        got = self._helper.arig_spin(ctypes.addressof(word), v - 1, int(window * 1e9), self._efd, ctypes.addressof(sig) + 8)
+        if got >= v:
+            self.spin_stats[0] += 1
+            d = sig.t_ns * 1e-9 - t_kick
+            self._est[qi] = d if est == 0.0 else 0.8 * est + 0.2 * d
+        else:
+            self.spin_stats[1] += 1
+            self._est[qi] = max(est, window)
+
     # -- the waiter thread ---------------------------------------------------------
     def _wait_loop(self, qi: int) -> None:
         """Poll for asynchronous faults while work is outstanding; spin after a
         latency-mode kick; without the helper, also report completions."""
+        _name_thread(f"arig-wait-{qi}")
         lib.cuCtxSetCurrent(self.ctx)
         _relaxed_capture_mode()  # its cuStreamQuery must not invalidate a user's GLOBAL capture
         _libc.prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)  # µs-precise timed waits for the spin's sleep
@@ -490,7 +518,7 @@ class CudaBackend(Backend):
             _sem_wait(sem, ts, start - now)  # a post (the next kick, a host function) ends it early
             now = time.perf_counter()
         if word.value >= target:  # done before the window opened: predict earlier next time
-            self._est[qi] = est * 0.8
+            self._est[qi] = max(0.0, est - max(2e-6, 0.05 * est))
             self.spin_stats[2] += 1
             if self._seen[qi] < target:  # tell the loop now, not when the host function runs
                 if self._helper is not None:
