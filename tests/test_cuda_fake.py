@@ -389,10 +389,11 @@ async def test_alloc_upload_download(fake: FakeCuda) -> None:
         pinned = await dev.alloc(64, "mapped")
         pinned.numpy()[:] = 5
         assert bytes(ctypes.string_at(pinned.address, 64)) == b"\x05" * 64
+        addr = buf.address
         buf.close()
         pinned.close()
         await dev.run(_noop)  # frees run on the submit thread, before the next fill
-        assert len(fake.calls("cuMemFree_v2")) >= 2 and len(fake.calls("cuMemFreeHost")) >= 1
+        assert [c.args[0] for c in fake.calls("cuMemFree_v2")] == [addr] and len(fake.calls("cuMemFreeHost")) >= 1
         with pytest.raises(arig.cuda.CudaOutOfMemory):
             await dev.alloc(1 << 40)
 

@@ -68,6 +68,9 @@ CU_STREAM_NON_BLOCKING = 1
 CU_MEMHOSTALLOC_PORTABLE = 1
 CU_MEMHOSTALLOC_DEVICEMAP = 2
 CUDA_ERROR_NOT_READY = 600
+#: Faults that leave a context unusable (CUDA_ERROR_ILLEGAL_ADDRESS, _HARDWARE_STACK_ERROR,
+#: _ILLEGAL_INSTRUCTION, _MISALIGNED_ADDRESS, _INVALID_ADDRESS_SPACE, _INVALID_PC, _LAUNCH_FAILED).
+STICKY = frozenset({700, 714, 715, 716, 717, 718, 719})
 ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_minor": 76, "unified_addressing": 41}
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -240,14 +243,18 @@ class CudaBackend(Backend):
         probe = c_uint64()
         rc = lib.cuMemAlloc_v2(byref(probe), 256)
         if rc == 0:
-            lib.cuMemFree_v2(probe.value)
+            # Kept until close: cuMemFree would wait for all work in the context,
+            # other libraries' included, and the open with it.
+            self._live[probe.value] = "device"
             return
-        if rc == 2:  # out of memory: the context itself is fine
+        if rc not in STICKY:  # out of memory or the like: the context itself is fine
             return
         self.gpu.context_failed()
         lib.cuCtxSetCurrent(None)
         lib.cuDevicePrimaryCtxRelease_v2(self.cudev)
-        lib.cuDevicePrimaryCtxReset_v2(self.cudev)  # refused while another user holds it
+        # The context is dead for every holder already; the reset destroys it even
+        # where another library still holds it, so that a retain makes a new one.
+        lib.cuDevicePrimaryCtxReset_v2(self.cudev)
         ctx = c_void_p()
         rc = lib.cuDevicePrimaryCtxRetain(byref(ctx), self.cudev)
         if rc == 0:
@@ -330,6 +337,7 @@ class CudaBackend(Backend):
         self._kick_v = [0] * n
         self._kick_t = [0.0] * n
         self._est = [0.0] * n  # predicted seconds from a signal to its completion
+        self._oversleep = [0.0] * n  # how late the waiter's timed waits end
         self.spin_stats = [0, 0, 0]  # spins that saw the completion, that ended before it, that began after it
         self._fallback: list[deque[int]] = [deque() for _ in range(n)]
         # Stream memory operations write the word from the GPU; without them
@@ -428,8 +436,9 @@ class CudaBackend(Backend):
         self._signalled[qi] = v
         latency = self._spin_s > 0 and self._memops and v - self._seen[qi] <= SPIN_OUTSTANDING
         if latency and self._helper is not None and self._est[qi] < SHORT_SPIN:
-            self._spin_here(qi, v)  # short work: watch it here rather than wake the waiter
             latency = False
+            if self._spin_here(qi, v):  # short work: watched here rather than by the waiter
+                return  # done and told: nothing outstanding for the waiter to poll
         if latency:
             self._kick_v[qi] = v
             self._kick_t[qi] = time.perf_counter()
@@ -437,7 +446,7 @@ class CudaBackend(Backend):
         if latency or idle:
             _libc.sem_post(self._sems[qi])  # the waiter spins (_spin) or starts polling for faults
 
-    def _spin_here(self, qi: int, v: int) -> None:
+    def _spin_here(self, qi: int, v: int) -> bool:
         """The submit thread watches a completion predicted within ``SHORT_SPIN``
         (in C, without the GIL), saving the waiter thread's wake-up."""
         t_kick, est = time.perf_counter(), self._est[qi]
@@ -448,9 +457,10 @@ class CudaBackend(Backend):
             self.spin_stats[0] += 1
             d = sig.t_ns * 1e-9 - t_kick
             self._est[qi] = d if est == 0.0 else 0.8 * est + 0.2 * d
-        else:
-            self.spin_stats[1] += 1
-            self._est[qi] = max(est, window)
+            return True
+        self.spin_stats[1] += 1
+        self._est[qi] = max(est, window)
+        return False
 
     # -- the waiter thread ---------------------------------------------------------
     def _wait_loop(self, qi: int) -> None:
@@ -514,8 +524,11 @@ class CudaBackend(Backend):
         word = self._word_views[qi]
         now = time.perf_counter()
         start = t_kick + est - SPIN_LEAD
-        if start - now > SPIN_LEAD:
-            _sem_wait(sem, ts, start - now)  # a post (the next kick, a host function) ends it early
+        wake_at = start - self._oversleep[qi]  # timed waits end late, on a VM by tens of µs
+        if wake_at - now > SPIN_LEAD:
+            if not _sem_wait(sem, ts, wake_at - now):  # a post (the next kick, a host function) ends it early
+                now = time.perf_counter()
+                self._oversleep[qi] = 0.8 * self._oversleep[qi] + 0.2 * max(0.0, now - wake_at)
             now = time.perf_counter()
         if word.value >= target:  # done before the window opened: predict earlier next time
             self._est[qi] = max(0.0, est - max(2e-6, 0.05 * est))
