@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ctypes
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -192,3 +194,16 @@ def child(code: str, timeout: float = 180) -> dict[str, Any]:
     assert r.returncode == 0, r.stderr[-4000:]
     result: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
     return result
+
+
+def compile_fill(tmp_path: Path, source: str) -> ctypes.CDLL:
+    """``source`` built with the system C compiler into a shared library (skips the test without one)."""
+    import pytest
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "fill.c").write_text(source)
+    so = tmp_path / "fill.so"
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "fill.c")], check=True)
+    return ctypes.CDLL(str(so))

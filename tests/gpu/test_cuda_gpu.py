@@ -11,7 +11,6 @@ import asyncio
 import ctypes
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,6 +25,8 @@ import arig.cuda
 import arig.cuda_abi
 from arig.cuda import Launch, pack
 from arig.cuda._demo import shipped_image
+
+from _util import compile_fill
 
 pytestmark = pytest.mark.gpu
 
@@ -129,13 +130,7 @@ int fill(void *queue, void *arg_, uint64_t v) {
 
 @pytest.mark.asyncio
 async def test_c_fill_compiled_here(tmp_path: Path) -> None:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    (tmp_path / "fill.c").write_text(C_FILL)
-    so = tmp_path / "fill.so"
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "fill.c")], check=True)
-    lib = ctypes.CDLL(str(so))
+    lib = compile_fill(tmp_path, C_FILL)
     fill = arig.cuda_abi.FILL(ctypes.cast(lib.fill, ctypes.c_void_p).value)
 
     class Arg(ctypes.Structure):
@@ -305,7 +300,13 @@ async def main():
         except arig.DeviceLost as e:
             long = type(e.__cause__).__name__
         t_lost = time.perf_counter() - t0
-    print(json.dumps(dict(short_ok=short_ok, long=long, t_lost=t_lost)))
+    # A hang is no fault of the context: after stop, the GPU opens again in this process.
+    async with await arig.open(arig.cuda.gpu(0)) as dev2:
+        img2 = await dev2.load(shipped_image())
+        out = await dev2.alloc(8)
+        await dev2.run(fill, Launch(img2.function("store"), 1, 1, pack(out, np.uint32(0), np.uint64(42))))
+        h = np.zeros(1, np.uint64); await dev2.download(out, h)
+    print(json.dumps(dict(short_ok=short_ok, long=long, t_lost=t_lost, after=int(h[0]))))
 asyncio.run(main())
 """
 
@@ -315,6 +316,7 @@ def test_hang_shorter_and_longer_than_hang_ms() -> None:
     assert r["short_ok"] is True, r
     assert r["long"] == "DeviceHang", r
     assert 0.3 < float(r["t_lost"]) < 2.5, r  # lost after ~hang_ms, long before the 3 s kernel ends
+    assert r["after"] == 42, r  # reopened in the same process after the loss and stop
     print(r)
 
 

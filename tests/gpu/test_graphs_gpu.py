@@ -12,8 +12,6 @@ import asyncio
 import ctypes
 import gc
 import os
-import shutil
-import subprocess
 import threading
 import time
 import weakref
@@ -24,6 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from _util import (
+    compile_fill,
     MS,
     Kit,
     capture_stores,
@@ -118,13 +117,7 @@ class _CArg(ctypes.Structure):
 async def test_compiled_code_runs_a_kernel_a_copy_a_timestamp_and_a_graph_through_libcuda(tmp_path: Path) -> None:
     """cuLaunchKernel, cuMemcpyAsync, cuLaunchHostFunc and cuGraphLaunch, found with
     ``record.symbol``, called by a C fill; its host function runs on a CUDA thread."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    (tmp_path / "fill.c").write_text(C_FILL)
-    so = tmp_path / "fill.so"
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(so), str(tmp_path / "fill.c")], check=True)
-    cfill = ctypes.CDLL(str(so))
+    cfill = compile_fill(tmp_path, C_FILL)
     fill = abi.FILL(ctypes.cast(cfill.fill, c_void_p).value)
     kit = await open_kit()
     dev, rec = kit.dev, kit.rec
