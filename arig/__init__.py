@@ -7,6 +7,8 @@ returns once that work has completed.  See the README for the concepts.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import host
 from ._errors import (
     ArigError,
@@ -21,6 +23,9 @@ from ._errors import (
 from ._memory import Buffer, Image
 from .device import Device, open
 from .queue import Queue
+
+if TYPE_CHECKING:  # imported lazily at run time: see __getattr__
+    from . import cuda, cuda_abi, nvrm
 
 __all__ = [
     "ArigError",

@@ -214,6 +214,12 @@ class Graph:
 class CudaAbi:
     """The record a CUDA device declares under ``KEY``."""
 
+    _backend: CudaBackend
+    _cond: threading.Condition
+    _calls: int
+    _stopping: bool
+    _limiter: anyio.CapacityLimiter
+
     def __init__(self, *_: Any) -> None:
         raise TypeError("a CUDA device makes its record: use dev.capability(arig.cuda_abi.KEY)")
 

@@ -123,6 +123,22 @@ class Device:
     """An open device.  Made by ``await arig.open(opener)``; stop it with
     ``await dev.stop()`` or ``async with``."""
 
+    name: str
+    arch: str
+    facts: Mapping[str, Any]
+    queues: tuple[Queue, ...]
+    _st: SubmitThread
+    _backend: Backend
+    _tl: Timeline
+    _loop: asyncio.AbstractEventLoop
+    _stop_timeout: float
+    _stopping: bool
+    _stop_task: asyncio.Task[None] | None
+    _nqueues: int
+    _hang_s: float | None
+    _watch: asyncio.TimerHandle | None
+    _finalizer: weakref.finalize
+
     def __init__(self, *_: Any, **__: Any) -> None:
         raise TypeError("devices are made by `await arig.open(opener)`")
 
@@ -135,14 +151,14 @@ class Device:
         self._loop = st._loop
         self._stop_timeout = stop_timeout
         self._stopping = False
-        self._stop_task: asyncio.Task[None] | None = None
-        self.name: str = backend.name
-        self.arch: str = backend.arch
-        self.facts: Mapping[str, Any] = types.MappingProxyType(dict(backend.facts))
-        self.queues: tuple[Queue, ...] = tuple(Queue(self.name, i, h) for i, h in enumerate(backend.queue_handles))
+        self._stop_task = None
+        self.name = backend.name
+        self.arch = backend.arch
+        self.facts = types.MappingProxyType(dict(backend.facts))
+        self.queues = tuple(Queue(self.name, i, h) for i, h in enumerate(backend.queue_handles))
         self._nqueues = len(self.queues)
         self._hang_s = None if backend.hang_ms is None else backend.hang_ms / 1000.0
-        self._watch: asyncio.TimerHandle | None = None
+        self._watch = None
 
         def on_fail() -> None:  # no reference to the device: see the finalizer below
             st.failed = True

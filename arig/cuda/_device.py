@@ -289,7 +289,7 @@ class CudaBackend(Backend):
         else:
             self.hang_ms = None if watchdog else DEFAULT_HANG_MS
         self.arch = f"sm_{major}{minor}"
-        self.facts = {
+        self.facts = self._facts = {
             "name": name.value.decode(),
             "bus": bus.value.decode().lower(),
             "memory_total": mem.value,
@@ -351,8 +351,8 @@ class CudaBackend(Backend):
             self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
             self._sigs = [_wake.Signal(self._efd, 0, 0) for _ in range(n)]
             self._hostfn = ctypes.cast(self._helper.arig_host_signal, c_void_p).value
-        self.facts["stream_memops"] = self._memops
-        self.facts["completion"] = "eventfd (host function and spin in C)" if self._helper else "sem_post + waiter thread"
+        self._facts["stream_memops"] = self._memops
+        self._facts["completion"] = "eventfd (host function and spin in C)" if self._helper else "sem_post + waiter thread"
 
     def bind(self, timeline: Any, post: Any) -> None:
         super().bind(timeline, post)
@@ -399,7 +399,7 @@ class CudaBackend(Backend):
                 raise ArigValueError("a C fill's address must not be 0")
             return _CFill(FILL(fill))
         if isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
-            if fill._restype_ is not c_int or tuple(fill._argtypes_ or ()) != (c_void_p, c_void_p, c_uint64):
+            if fill._restype_ is not c_int or tuple(fill._argtypes_ or ()) != (c_void_p, c_void_p, c_uint64):  # type: ignore[attr-defined]
                 raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
             return _CFill(fill)
         return super().check_fill(fill)
@@ -452,6 +452,7 @@ class CudaBackend(Backend):
         t_kick, est = time.perf_counter(), self._est[qi]
         sig, word = self._sigs[qi], self._word_views[qi]
         window = est + self._spin_s
+        assert self._helper is not None
         got = self._helper.arig_spin(ctypes.addressof(word), v - 1, int(window * 1e9), self._efd, ctypes.addressof(sig) + 8)
         if got >= v:
             self.spin_stats[0] += 1

@@ -83,6 +83,7 @@ class Launch:
     """
 
     __slots__ = ("func", "grid", "block", "shared", "_args", "_size", "_extra")
+    _extra: Any
 
     def __init__(self, func: int, grid: Any, block: Any, args: bytes = b"", shared: int = 0) -> None:
         if not isinstance(func, int) or func == 0:
