@@ -20,6 +20,7 @@ from ._errors import (
     FillError,
     OpenError,
 )
+from ._loop import new_event_loop
 from ._memory import Buffer, Image
 from .device import Device, open
 from .queue import Queue
@@ -44,6 +45,7 @@ __all__ = [
     "cuda_abi",
     "host",
     "nvrm",
+    "new_event_loop",
     "open",
 ]
 

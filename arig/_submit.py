@@ -100,6 +100,11 @@ class SubmitThread:
         self._put += 1
         self._q.put((qi, fill, arg, v))
 
+    def put(self, qi: int, item: tuple[Any, Any], v: int) -> None:
+        """``put_fill`` of a ``Backend.prepare`` item."""
+        self._put += 1
+        self._q.put((qi, item[0], item[1], v))
+
     def put_control(self, fn: Callable[..., Any], *args: Any, when_lost: bool = False) -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._q.put(Control(fn, args, fut, when_lost))

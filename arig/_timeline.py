@@ -14,6 +14,7 @@ import asyncio
 import bisect
 import collections
 import heapq
+import itertools
 import time
 from typing import Any
 
@@ -43,8 +44,8 @@ class Timeline:
         self.progress_time = 0.0  # last note_progress
         self._order: collections.deque[tuple[int, int]] = collections.deque()
         self._multi = nqueues > 1
-        self._waiters: dict[int, asyncio.Future[None]] = {}
-        self._heap: list[int] = []
+        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []  # (value, order, future) of each waiter
+        self._ids = itertools.count()
         self._kept: collections.deque[tuple[int, Any]] = collections.deque()
         self._hist_v: collections.deque[int] = collections.deque(maxlen=HISTORY)
         self._hist_t: collections.deque[float] = collections.deque(maxlen=HISTORY)
@@ -70,13 +71,16 @@ class Timeline:
             return
         if self.cause is not None:
             raise DeviceLost(self._name, self.cause)  # a new one: see Device._check_usable
-        fut = self._waiters.get(v)
-        if fut is None:
-            fut = self._loop.create_future()
-            self._waiters[v] = fut
-            heapq.heappush(self._heap, v)
-        # shield: cancelling one waiter must not cancel the future others share.
-        await asyncio.shield(fut)
+        # One future per waiter: cancelling a waiter cancels its own future
+        # only, and no shield doubles the cost of the await.
+        fut = self._loop.create_future()
+        heapq.heappush(self._heap, (v, next(self._ids), fut))
+        await fut
+
+    @property
+    def waiting(self) -> bool:
+        """Does any waiter wait (loop thread)?"""
+        return bool(self._heap)
 
     def reached_at(self, v: int) -> float | None:
         """``time.perf_counter()`` at which ``v`` was seen reached, or None if unknown."""
@@ -91,8 +95,8 @@ class Timeline:
             return
         self.cause = cause
         self.lost = DeviceLost(self._name, cause)
-        waiters, self._waiters, self._heap = self._waiters, {}, []
-        for fut in waiters.values():
+        heap, self._heap = self._heap, []
+        for _, _, fut in heap:
             if not fut.done():
                 fut.set_exception(DeviceLost(self._name, cause))
                 fut.exception()  # retrieved: no "never retrieved" log if every waiter was cancelled
@@ -122,14 +126,17 @@ class Timeline:
         self.reached = r
         self.last_progress = time.monotonic()
         self._hist_v.append(r)
-        self._hist_t.append(self._report_time)
+        t = self._report_time
+        if self._hist_t and t < self._hist_t[-1]:
+            t = self._hist_t[-1]  # one clock for every queue: never earlier than a value before it
+        self._hist_t.append(t)
         kept = self._kept
         while kept and kept[0][0] <= r:
             kept.popleft()
-        heap, waiters = self._heap, self._waiters
-        while heap and heap[0] <= r:
-            fut = waiters.pop(heapq.heappop(heap))
-            if not fut.done():
+        heap = self._heap
+        while heap and heap[0][0] <= r:
+            fut = heapq.heappop(heap)[2]
+            if not fut.done():  # a cancelled waiter's future is skipped
                 fut.set_result(None)
 
     # -- any thread ---------------------------------------------------------

@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceStopped
-from .cuda._device import FILL
 from .cuda._launch import check_args, dims
-from .cuda._lib import KERNEL_NODE_PARAMS, CudaError, check, lib
+from .cuda._lib import FILL, KERNEL_NODE_PARAMS, CudaError, check, lib
 
 if TYPE_CHECKING:
     from .cuda._device import CudaBackend

@@ -76,6 +76,18 @@ class Backend(abc.ABC):
             raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), got {type(fill).__name__}")
         return fill
 
+    def prepare(self, fill: Any, arg: Any) -> Any:
+        """Check a submission on the loop thread (no driver call); return the item the submitter's ``put`` takes.
+
+        Raises for anything that cannot be a fill or its arg, before a value is assigned.
+        """
+        return (self.check_fill(fill), arg)
+
+    def submitter(self, st: SubmitThread, limit: int) -> Any:
+        """Loop thread, once at open: what takes submissions (``full``, ``wait_space``,
+        ``wake_space``, ``put(qi, item, v)``).  Default: the submit thread."""
+        return st
+
     @abc.abstractmethod
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
         """Call the fill on queue ``qi``; raise to lose the device."""
@@ -128,6 +140,8 @@ class Device:
     facts: Mapping[str, Any]
     queues: tuple[Queue, ...]
     _st: SubmitThread
+    _sub: Any
+    _put: Any
     _backend: Backend
     _tl: Timeline
     _loop: asyncio.AbstractEventLoop
@@ -160,9 +174,13 @@ class Device:
         self._hang_s = None if backend.hang_ms is None else backend.hang_ms / 1000.0
         self._watch = None
 
+        sub = self._sub = backend.submitter(st, st._limit)
+        self._put = sub.put
+
         def on_fail() -> None:  # no reference to the device: see the finalizer below
             st.failed = True
             st.wake_space()
+            sub.wake_space()
             backend.abort()
 
         tl.on_fail(on_fail)
@@ -226,18 +244,21 @@ class Device:
         ``keep`` (and ``arg``) stay referenced until the value is reached.
         """
         qi = queue if type(queue) is int and 0 <= queue < self._nqueues else self._queue_index(queue)
-        fill = self._backend.check_fill(fill)
-        self._check_usable()
-        st = self._st
-        if st.full():
-            await st.wait_space(self._check_usable)
+        item = self._backend.prepare(fill, arg)
+        tl = self._tl
+        if tl.cause is not None or self._stopping:
+            self._check_usable()
+        sub = self._sub
+        if sub.full():
+            await sub.wait_space(self._check_usable)
             self._check_usable()
         # No await from here on: the value is assigned iff the work is queued.
-        held = None if arg is None and (keep is None or (type(keep) is tuple and not keep)) else (arg, keep)
-        tl = self._tl
+        # The fill, its arg and keep live until the value is reached (a native
+        # fill is read by the device's own thread, after submit returned).
+        held = fill if arg is None and (keep is None or (type(keep) is tuple and not keep)) else (fill, arg, keep)
         idle = tl.assigned == tl.reached
         v = tl.assign(qi, held)
-        st.put_fill(qi, fill, arg, v)
+        self._put(qi, item, v)
         if idle and self._hang_s is not None and self._watch is None:
             self._arm_watchdog()
         return v
@@ -325,6 +346,7 @@ class Device:
             self._stopping = True
             self._backend.begin_stop()
             self._st.wake_space()
+            self._sub.wake_space()
             self._stop_task = self._loop.create_task(self._stop())
         await asyncio.shield(self._stop_task)
 

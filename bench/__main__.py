@@ -28,11 +28,13 @@ from typing import Any
 from ._common import Config, error_record, log
 
 #: name -> (module, needs a CUDA GPU), in the order they run.  The fault
-#: benchmark runs first in its own process; arig-only loop work runs
-#: before PyTorch and CuPy are first imported (by latency).
+#: benchmark runs first in its own process; idle and arig-only loop work run
+#: before PyTorch and CuPy are first imported (by latency).  idle measures
+#: the CUDA device where there is a GPU and the host device everywhere.
 BENCHMARKS: dict[str, tuple[str, bool]] = {
     "host": ("bench.host", False),
     "fault": ("bench.fault", True),
+    "idle": ("bench.idle", False),
     "loop": ("bench.loop", True),
     "latency": ("bench.latency", True),
     "concurrency": ("bench.concurrency", True),
@@ -113,6 +115,7 @@ def _meta(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
         "argv": sys.argv[1:],
         "selected": names,
         "gpu": None,
+        "env": {k: v for k, v in os.environ.items() if k.startswith("ARIG_")},
     }
 
 
@@ -159,9 +162,14 @@ def _watchdog(seconds: float, results: Results, state: dict[str, Any], out_dir: 
 
 
 def _finish(results: Results, out_dir: Path, plots: bool = True) -> None:
+    from .report import goals
     from .report import plots as make_plots
     from .report import table
 
+    try:
+        results.data["goals"] = goals(results.data)
+    except Exception as exc:  # noqa: BLE001 - the table still prints
+        results.data["goals"] = [error_record(exc)]
     if plots:
         results.data["meta"]["plots"] = make_plots(results.data, out_dir)
     text = table(results.data)
@@ -227,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     state["current"] = "report"
     meta["seconds"] = round(time.perf_counter() - t_start, 2)
     try:
+        from ._common import loop_versions
         from ._methods import versions
 
-        meta["versions"] = versions()
+        meta["versions"] = {**versions(), **loop_versions()}
     except Exception:  # noqa: BLE001
         pass
     _finish(results, out_dir)

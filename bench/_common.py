@@ -28,6 +28,12 @@ __all__ = [
     "log",
     "TASKS",
     "KERNEL_US",
+    "LOOPS",
+    "LoopUnavailable",
+    "loop_factory",
+    "loop_name",
+    "loop_versions",
+    "run_in_loop",
 ]
 
 #: Kernel lengths of benchmark 1 (0 = the ``empty`` kernel).
@@ -76,6 +82,69 @@ def _nothing() -> None:
 def host_noop_fill(queue: Any, arg: Any, v: int) -> None:
     """The host device's 0 µs work: a no-op on the host queue's worker."""
     queue.enqueue(_nothing)
+
+
+# -- event loops ---------------------------------------------------------------------
+
+#: The event loops a method can run on: the name used in results -> what it is.
+LOOPS = {
+    "asyncio": "asyncio.new_event_loop() (the default SelectorEventLoop)",
+    "uvloop": "uvloop.new_event_loop()",
+    "spin": "arig.new_event_loop() (spins on arig's completion words before blocking, while a completion is predicted)",
+}
+
+
+class LoopUnavailable(Exception):
+    """The event loop asked for cannot be made here (uvloop missing, no ``arig.new_event_loop``)."""
+
+
+def loop_factory(kind: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The factory of a fresh event loop of ``kind`` (a key of ``LOOPS``); raises ``LoopUnavailable``."""
+    if kind == "asyncio":
+        return asyncio.new_event_loop
+    if kind == "uvloop":
+        try:
+            import uvloop
+        except ImportError as exc:
+            raise LoopUnavailable(f"uvloop not importable: {exc}") from None
+        return uvloop.new_event_loop
+    if kind == "spin":
+        import arig
+
+        factory = getattr(arig, "new_event_loop", None)
+        if not callable(factory):
+            raise LoopUnavailable("arig.new_event_loop does not exist in this arig")
+        return factory
+    raise ValueError(f"unknown event loop kind {kind!r}: choose from {', '.join(LOOPS)}")
+
+
+def run_in_loop(kind: str, coro_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    """``coro_fn(*args)`` run to completion in a fresh event loop of ``kind``, closed afterwards."""
+    factory = loop_factory(kind)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(coro_fn(*args))  # type: ignore[arg-type]
+
+
+def loop_name(loop: asyncio.AbstractEventLoop | None = None) -> str:
+    """The running loop's class, as ``module.Class``."""
+    loop = loop or asyncio.get_running_loop()
+    t = type(loop)
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def loop_versions() -> dict[str, Any]:
+    """Which loops this process can make: uvloop's version, whether ``arig.new_event_loop`` exists."""
+    out: dict[str, Any] = {}
+    try:
+        import uvloop
+
+        out["uvloop"] = getattr(uvloop, "__version__", "?")
+    except ImportError as exc:
+        out["uvloop"] = f"unavailable: {exc}"
+    import arig
+
+    out["arig.new_event_loop"] = callable(getattr(arig, "new_event_loop", None))
+    return out
 
 
 # -- error capture -------------------------------------------------------------------

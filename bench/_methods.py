@@ -27,25 +27,32 @@ from typing import Any
 import numpy as np
 
 from ._common import KERNEL_US, launch_fill
-from ._cuda import RawCuda, cubin_path
+from ._cuda import RawCuda, cubin_path, get_raw
 
-__all__ = ["ArigGpu", "CupyLib", "TorchLib", "TorchExecutor", "TorchPoll", "CupyHostFunc", "RawFloor", "open_arig"]
+__all__ = ["ArigGpu", "CupyLib", "TorchLib", "TorchExecutor", "TorchPoll", "CupyHostFunc", "RawFloor", "open_arig", "open_method", "METHOD_KINDS"]
 
 Op = Callable[[], Awaitable[Any]]
 
 
 class ArigGpu:
-    """arig on GPU 0: ``v = await dev.submit(fill, launch); await dev.wait(v)``, one Python fill per launch."""
+    """arig on GPU 0: ``v = await dev.submit(launch); await dev.wait(v)``, the native fast path
+    (``native=False``: ``dev.submit(launch_fill, launch)``, one Python fill per launch)."""
 
     name = "arig"
 
-    def __init__(self, dev: Any, image: Any) -> None:
+    def __init__(self, dev: Any, image: Any, native: bool = True) -> None:
         from arig.cuda import Launch, pack
 
-        self.dev, self.image = dev, image
+        self.dev, self.image, self.native = dev, image, native
         self.funcs = {n: image.function(n) for n in ("empty", "spin", "store", "step")}
         self.launches = {us: (Launch(self.funcs["empty"], 1, 1) if us == 0 else Launch(self.funcs["spin"], 1, 1, pack(np.uint64(us * 1000))))
                          for us in KERNEL_US}
+
+    @property
+    def what(self) -> str:
+        if self.native:
+            return "v = await dev.submit(launch); await dev.wait(v): a prepared arig.cuda.Launch as the fill (launched without Python by the native core)"
+        return "v = await dev.submit(launch_fill, launch); await dev.wait(v): a Python fill calling a prepared arig.cuda.Launch"
 
     def launch_for(self, us: int) -> Any:
         if us not in self.launches:
@@ -59,17 +66,27 @@ class ArigGpu:
         submit, wait, reached_at = dev.submit, dev.wait, dev.reached_at
         from time import perf_counter
 
-        async def op() -> float | None:
-            v = await submit(launch_fill, launch)
-            await wait(v)
-            t = reached_at(v)
-            return None if t is None else perf_counter() - t
+        if self.native:
+
+            async def op() -> float | None:
+                v = await submit(launch)
+                await wait(v)
+                t = reached_at(v)
+                return None if t is None else perf_counter() - t
+
+        else:
+
+            async def op() -> float | None:
+                v = await submit(launch_fill, launch)
+                await wait(v)
+                t = reached_at(v)
+                return None if t is None else perf_counter() - t
 
         return op
 
 
 @contextlib.asynccontextmanager
-async def open_arig(stop_timeout: float = 10.0) -> Any:
+async def open_arig(stop_timeout: float = 10.0, native: bool = True) -> Any:
     """An arig device on GPU 0 with the shipped cubin loaded, as an ``ArigGpu``."""
     import arig
     import arig.cuda
@@ -77,7 +94,41 @@ async def open_arig(stop_timeout: float = 10.0) -> Any:
 
     async with await arig.open(arig.cuda.gpu(0), stop_timeout=stop_timeout) as dev:
         image = await dev.load(shipped_image())
-        yield ArigGpu(dev, image)
+        yield ArigGpu(dev, image, native=native)
+
+
+#: Method kinds of benchmarks 1 and 2: what ``open_method`` makes.
+METHOD_KINDS = ("arig", "arig_pyfill", "raw_floor", "torch_executor", "torch_poll", "cupy_hostfunc")
+
+
+@contextlib.asynccontextmanager
+async def open_method(kind: str, name: str | None = None) -> Any:
+    """A method of ``kind`` (``METHOD_KINDS``) for the running loop: a fresh arig device for
+    ``arig``/``arig_pyfill`` (stopped on exit), else a baseline (ImportError where its library is missing).
+    ``name`` (default ``kind``) becomes the method's ``name``; it also gets ``what``, ``loop`` and ``facts``."""
+    from ._common import loop_name
+
+    if kind in ("arig", "arig_pyfill"):
+        async with open_arig(native=(kind == "arig")) as a:
+            a.name = name or kind
+            a.loop = loop_name()
+            a.facts = gpu_facts(a.dev)
+            yield a
+        return
+    makers: dict[str, Callable[[], Any]] = {
+        "raw_floor": lambda: RawFloor(get_raw()),
+        "torch_executor": lambda: TorchExecutor(torch_lib()),
+        "torch_poll": lambda: TorchPoll(torch_lib()),
+        "cupy_hostfunc": lambda: CupyHostFunc(cupy_lib()),
+    }
+    if kind not in makers:
+        raise ValueError(f"unknown method kind {kind!r}: choose from {', '.join(METHOD_KINDS)}")
+    m = makers[kind]()
+    m.name = name or kind
+    m.what = (type(m).__doc__ or "").strip().splitlines()[0]
+    m.loop = loop_name()
+    m.facts = None
+    yield m
 
 
 def gpu_facts(dev: Any) -> dict[str, Any]:

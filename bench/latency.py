@@ -1,96 +1,106 @@
 """Benchmark 1: completion latency and CPU per wait, kernels of 0, 50, 200 and 1,000 µs.
 
 One task launches one kernel and awaits its completion, again and again.
-Methods (``bench._methods``): arig (``v = await dev.submit(fill); await
-dev.wait(v)``, a Python fill launching a prepared ``arig.cuda.Launch``),
-PyTorch executor (``run_in_executor(None, ev.synchronize)``), PyTorch
-polling (``while not ev.query(): await asyncio.sleep(0)``), CuPy host
-function (``launch_host_func`` + ``call_soon_threadsafe``) and the raw floor
-(ctypes launch + ``cuStreamSynchronize``, no event loop).
+Methods (``SPECS``; the ops are in ``bench._methods``):
 
-Rounds interleave the methods (round r runs every method at every length),
-so drift of the machine spreads over all of them.  Latency: submit to
-resumed coroutine.  CPU per wait: process CPU (all threads) over a block /
-its waits, the launch included.  Ratios are each method's median over
-arig's, from this same run.
+* ``arig``: ``v = await dev.submit(launch); await dev.wait(v)``, a prepared
+  ``arig.cuda.Launch`` launched by arig's native submit thread (the fast path),
+  on the default asyncio loop;
+* ``arig_pyfill``: the same through a Python fill, ``dev.submit(launch_fill, launch)``;
+* ``arig_uvloop``, ``arig_spinloop``: ``arig`` on ``uvloop.new_event_loop()`` and on
+  ``arig.new_event_loop()`` (spins briefly on arig's completion words before blocking);
+* ``raw_floor``: ctypes launch + ``cuStreamSynchronize``, no event loop;
+* ``torch_executor`` (``run_in_executor(None, ev.synchronize)``), ``torch_poll``
+  (``while not ev.query(): await asyncio.sleep(0)``) and ``torch_poll_uvloop``
+  (the same on uvloop), ``cupy_hostfunc`` (``launch_host_func`` + ``call_soon_threadsafe``).
+
+Every method runs in an event loop of its own: each round runs every method
+in turn, each in a fresh loop (and, for arig, a fresh device opened in that
+loop and stopped after), so drift of the machine spreads over all of them
+and no method's threads linger while another is measured.  Per session: a
+warm-up, then one block per kernel length.  Latency: submit to resumed
+coroutine.  CPU per wait: process CPU (all threads) over a block / its
+waits, the launch included.  Ratios are each method's median over arig's,
+from this same run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from ._common import KERNEL_US, Config, error_record, latency_block, log
-from ._cuda import get_raw
-from ._methods import CupyHostFunc, RawFloor, TorchExecutor, TorchPoll, cupy_lib, gpu_facts, open_arig, torch_lib, versions
+from ._common import KERNEL_US, LOOPS, Config, LoopUnavailable, error_record, latency_block, log, loop_factory, loop_versions, run_in_loop
+from ._methods import open_method, versions
 from ._stats import ratio, summarize
 
-__all__ = ["run"]
+__all__ = ["run", "SPECS", "Spec"]
 
 #: Samples per block for each kernel length: full and quick.
 PER_BLOCK = {0: (600, 60), 50: (400, 40), 200: (250, 25), 1000: (80, 10)}
 
 
+@dataclass(frozen=True)
+class Spec:
+    """A row of the benchmark: ``kind`` (``bench._methods.METHOD_KINDS``) on event loop ``loop`` (``LOOPS``)."""
+
+    name: str
+    kind: str
+    loop: str
+
+
+SPECS = (
+    Spec("arig", "arig", "asyncio"),
+    Spec("arig_pyfill", "arig_pyfill", "asyncio"),
+    Spec("arig_uvloop", "arig", "uvloop"),
+    Spec("arig_spinloop", "arig", "spin"),
+    Spec("raw_floor", "raw_floor", "asyncio"),
+    Spec("torch_executor", "torch_executor", "asyncio"),
+    Spec("torch_poll", "torch_poll", "asyncio"),
+    Spec("torch_poll_uvloop", "torch_poll", "uvloop"),
+    Spec("cupy_hostfunc", "cupy_hostfunc", "asyncio"),
+)
+
+
 def run(cfg: Config) -> dict[str, Any]:
-    return asyncio.run(_run(cfg))
-
-
-def _setup_methods(out: dict[str, Any]) -> list[Any]:
-    methods: list[Any] = []
-    for name, make in (
-        ("raw_floor", lambda: RawFloor(get_raw())),
-        ("torch_executor", lambda: TorchExecutor(torch_lib())),
-        ("torch_poll", lambda: TorchPoll(torch_lib())),
-        ("cupy_hostfunc", lambda: CupyHostFunc(cupy_lib())),
-    ):
-        try:
-            methods.append(make())
-        except ImportError as exc:
-            out["methods"][name] = {"skipped": f"not importable: {exc}"}
-        except Exception as exc:  # noqa: BLE001
-            out["methods"][name] = error_record(exc)
-    return methods
-
-
-async def _run(cfg: Config) -> dict[str, Any]:
     rounds = cfg.pick(5, 2)
-    out: dict[str, Any] = {"kernel_us": list(KERNEL_US), "rounds": rounds, "methods": {}}
-    async with open_arig() as a:
-        out["device"] = gpu_facts(a.dev)
-        methods = [a] + _setup_methods(out)
-        out["versions"] = versions()
-        ops = {m.name: {us: m.make_op(us) for us in KERNEL_US} for m in methods}
-        acc: dict[str, dict[int, dict[str, list[float]]]] = {m.name: {us: {"lat": [], "cpu": [], "resume": []} for us in KERNEL_US} for m in methods}
-        live = {m.name for m in methods}
-        for m in methods:  # warm-up, discarded
+    warm = cfg.pick(30, 5)
+    out: dict[str, Any] = {"kernel_us": list(KERNEL_US), "rounds": rounds, "loops": {**loop_versions()}, "methods": {}}
+    acc: dict[str, dict[int, dict[str, list[float]]]] = {s.name: {us: {"lat": [], "cpu": [], "resume": []} for us in KERNEL_US} for s in SPECS}
+    info: dict[str, dict[str, Any]] = {}
+    live: list[Spec] = []
+    for s in SPECS:
+        try:
+            loop_factory(s.loop)
+            live.append(s)
+        except LoopUnavailable as exc:
+            out["methods"][s.name] = {"skipped": f"loop {s.loop!r}: {exc}", "loop": s.loop}
+    t0 = time.perf_counter()
+    for r in range(rounds):
+        for s in list(live):
             try:
-                for us in KERNEL_US:
-                    await asyncio.wait_for(latency_block(ops[m.name][us], cfg.pick(30, 5)), 60)
-            except Exception as exc:  # noqa: BLE001
-                out["methods"][m.name] = error_record(exc)
-                live.discard(m.name)
-        t0 = time.perf_counter()
-        for r in range(rounds):
-            for m in methods:
-                if m.name not in live:
-                    continue
-                try:
-                    for us in KERNEL_US:
-                        b = await asyncio.wait_for(latency_block(ops[m.name][us], PER_BLOCK[us][1 if cfg.quick else 0]), 120)
-                        acc[m.name][us]["lat"] += b["lat"]
-                        acc[m.name][us]["resume"] += b["resume"]
-                        acc[m.name][us]["cpu"].append(b["cpu_per_op"])
-                except Exception as exc:  # noqa: BLE001
-                    out["methods"][m.name] = error_record(exc)
-                    live.discard(m.name)
-            log(f"  latency round {r + 1}/{rounds} done ({time.perf_counter() - t0:.1f} s)")
-    for m in methods:
-        if m.name not in live:
-            continue
+                res = run_in_loop(s.loop, _session, s, cfg, warm)
+            except ImportError as exc:
+                out["methods"][s.name] = {"skipped": f"not importable: {exc}", "loop": s.loop}
+                live.remove(s)
+                continue
+            except Exception as exc:  # noqa: BLE001 - one method's failure must not end the run
+                out["methods"][s.name] = {**error_record(exc), "loop": s.loop, "round": r}
+                log(f"  latency {s.name}: {out['methods'][s.name]['error']}")
+                live.remove(s)
+                continue
+            info.setdefault(s.name, res["info"])
+            for us, b in res["blocks"].items():
+                d = acc[s.name][us]
+                d["lat"] += b["lat"]
+                d["resume"] += b["resume"]
+                d["cpu"].append(b["cpu_per_op"])
+        log(f"  latency round {r + 1}/{rounds} done ({time.perf_counter() - t0:.1f} s): {', '.join(_brief(acc, s.name) for s in live)}")
+    for s in live:
         per = {}
         for us in KERNEL_US:
-            d = acc[m.name][us]
+            d = acc[s.name][us]
             lat = summarize(d["lat"], 1e6)
             per[str(us)] = {
                 "latency_us": lat,
@@ -99,9 +109,34 @@ async def _run(cfg: Config) -> dict[str, Any]:
             }
             if d["resume"]:
                 per[str(us)]["report_to_resume_us"] = summarize(d["resume"], 1e6)
-        out["methods"][m.name] = {"what": (type(m).__doc__ or "").strip().splitlines()[0], "by_kernel_us": per}
+        i = info.get(s.name, {})
+        out["methods"][s.name] = {"what": i.get("what"), "kind": s.kind, "loop": s.loop, "loop_class": i.get("loop_class"), "by_kernel_us": per}
+        if i.get("completion") is not None:
+            out["methods"][s.name]["completion"] = i["completion"]
+        if s.name == "arig" and i.get("facts"):
+            out["device"] = i["facts"]
+    out["versions"] = versions()
     _ratios(out)
     return out
+
+
+async def _session(s: Spec, cfg: Config, warm: int) -> dict[str, Any]:
+    """One method in the running (fresh) loop: open it, warm up, one block per kernel length, close it."""
+    async with open_method(s.kind, s.name) as m:
+        facts = m.facts or {}
+        info = {"what": f"{m.what} [loop: {LOOPS[s.loop]}]", "loop_class": m.loop, "completion": facts.get("completion"), "facts": facts or None}
+        ops = {us: m.make_op(us) for us in KERNEL_US}
+        for us in KERNEL_US:  # warm-up, discarded
+            await asyncio.wait_for(latency_block(ops[us], warm), 60)
+        blocks = {}
+        for us in KERNEL_US:
+            blocks[us] = await asyncio.wait_for(latency_block(ops[us], PER_BLOCK[us][1 if cfg.quick else 0]), 120)
+    return {"info": info, "blocks": blocks}
+
+
+def _brief(acc: dict[str, Any], name: str) -> str:
+    lat = acc[name][0]["lat"]
+    return f"{name} {summarize(lat, 1e6).get('median', float('nan')):.1f}" if lat else name
 
 
 def _ratios(out: dict[str, Any]) -> None:

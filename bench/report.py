@@ -6,14 +6,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["table", "plots", "PLOT_FILES"]
+__all__ = ["table", "plots", "goals", "GOALS", "PLOT_FILES"]
 
 PLOT_FILES = ("latency.png", "concurrency.png", "overhead.png")
 
 #: One colour per method in every panel.
 COLORS = {"arig": "tab:blue", "arig GPU": "tab:blue", "arig host": "tab:cyan", "raw_floor": "tab:gray", "raw_ctypes": "tab:gray",
           "torch_executor": "tab:orange", "torch_poll": "tab:red", "cupy_hostfunc": "tab:purple", "arig_update": "tab:blue",
-          "arig_reinstantiate": "tab:green", "torch_cudagraph": "tab:orange"}
+          "arig_reinstantiate": "tab:green", "torch_cudagraph": "tab:orange", "arig_pyfill": "tab:olive", "arig_uvloop": "tab:green",
+          "arig_spinloop": "navy", "torch_poll_uvloop": "tab:pink"}
 
 
 def _f(x: Any) -> str:
@@ -96,14 +97,21 @@ def table(results: dict[str, Any]) -> str:
     if lat:
         lines += _md("1. Completion latency and CPU per wait (GPU, one task)", _LAT_HEAD, _latency_rows(lat))
 
+    lines += _latency_notes(lat or {})
+
     rows = []
     for r in _g(b, "concurrency", "arig") or []:
         rows.append(_conc_row("arig (GPU)", r))
-    for name, r in (_g(b, "concurrency", "baselines") or {}).items():
-        if "tasks" in r or "error" in r:
-            rows.append(_conc_row(name, {"tasks": 64, **r}))
+    for group in ("variants", "baselines"):
+        for name, r in (_g(b, "concurrency", group) or {}).items():
+            if "tasks" in r or "error" in r:
+                rows.append(_conc_row(name, {"tasks": 64, **r}))
     if rows:
-        lines += _md("2. Concurrency sweep (GPU, empty kernel)", _CONC_HEAD, rows)
+        lines += _md("2. Concurrency sweep (GPU, empty kernel; arig: native Launch on the default loop unless named)", _CONC_HEAD, rows)
+    vs = _g(b, "concurrency", "arig_over_torch_poll")
+    if vs:
+        lines += ["arig ÷ torch_poll at 64 tasks (same run), completions/s and CPU per completion: "
+                  + "; ".join(f"{n} {_ratio(v.get('completions_per_s'))} /s, {_ratio(v.get('cpu_per_completion'))} CPU" for n, v in vs.items()), ""]
     gk = _g(b, "concurrency", "gpu_time_per_kernel", "graph_us_per_kernel", "median")
     if gk is not None:
         lines += [f"GPU idle share estimated with {gk:.3f} µs of GPU time per empty kernel (in-graph, this run): an upper bound.", ""]
@@ -117,6 +125,9 @@ def table(results: dict[str, Any]) -> str:
                              _g(r, "loop_thread_cpu_us_per_submit", "median"), _g(r, "wall_us_per_submit", "median"), _ratio(r.get("vs_raw_ctypes"))])
         lines += _md("3. Submit overhead (empty kernel, CPU µs per launch; median over blocks)",
                      ["method", "CPU µs/submit p50", "p99", "IQR", "loop-thread CPU µs", "wall µs", "×raw ctypes"], rows)
+        paths = sorted({str(r["completion"]) for r in sub.values() if isinstance(r, dict) and r.get("completion")})
+        if paths:
+            lines += [f"arig's completion path: {'; '.join(paths)}", ""]
 
     lp = b.get("loop")
     if isinstance(lp, dict) and ("graphs" in lp or "pinned" in lp):
@@ -165,6 +176,20 @@ def table(results: dict[str, Any]) -> str:
         lines += [f"all waiters failed with DeviceLost: {_f(s.get('all_waiters_lost'))}; submit after loss raised: {s.get('submit_after_loss_raised')}; "
                   f"saxpy correct after reopen: {_f(s.get('saxpy_after_reopen_ok'))}; cold open {_f(s.get('cold_open_ms'))} ms", ""]
 
+    idle = _g(b, "idle", "cases")
+    if isinstance(idle, dict):
+        rows = []
+        for case, r in idle.items():
+            if "process_cpu_pct" in r:
+                busy = ", ".join(f"{t['name']} {_f(t['sched_ms'] if t.get('sched_ms') is not None else t['cpu_ms'])}" for t in r.get("threads", [])
+                                 if (t.get("sched_ms") or 0) > 0.5 or t.get("cpu_ms", 0) > 0) or "none"
+                rows.append([case, r.get("completion") or "–", r.get("loop"), f"{r['process_cpu_pct']:.2f} %", r.get("thread_count"),
+                             r.get("max_thread_cpu_pct"), busy])
+            elif r:
+                rows.append([case, "error: " + r["error"][:60] if "error" in r else "skipped", r.get("loop") or "", "", "", "", ""])
+        lines += _md(f"8. Idle: {_f(_g(b, 'idle', 'sleep_s'))} s asleep with nothing pending, after {_g(b, 'idle', 'kernels_before')} kernels",
+                     ["case", "completion", "loop", "process CPU (% of a core)", "threads", "busiest thread %", "threads on CPU (ms over the sleep)"], rows)
+
     h = b.get("host")
     if isinstance(h, dict):
         hl = h.get("latency") or {}
@@ -181,7 +206,149 @@ def table(results: dict[str, Any]) -> str:
         problems += [f"- {name}{p}" for p in _problems(r, "")]
     if problems:
         lines += ["### Errors and skips", ""] + problems + [""]
+    gl = results.get("goals")
+    if not isinstance(gl, list):
+        try:
+            gl = goals(results)
+        except Exception as exc:  # noqa: BLE001
+            gl = [{"error": f"{type(exc).__name__}: {exc}"}]
+    lines += _goals_md(gl)
     return "\n".join(lines)
+
+
+def _latency_notes(methods: dict[str, Any]) -> list[str]:
+    """Which event loop and completion path each latency row ran on."""
+    loops: list[str] = []
+    paths: dict[str, list[str]] = {}
+    for name, m in methods.items():
+        if not isinstance(m, dict) or "by_kernel_us" not in m:
+            continue
+        cls = str(m.get("loop_class") or m.get("loop") or "?")
+        loops.append(f"{name} {cls.replace('asyncio.unix_events.', '')}")
+        if m.get("completion"):
+            paths.setdefault(str(m["completion"]), []).append(name)
+    if not loops:
+        return []
+    text = "Event loops: " + ", ".join(loops) + "."
+    if paths:
+        text += " arig's completion path: " + "; ".join(f"{p} ({', '.join(n)})" for p, n in paths.items()) + "."
+    return [text, ""]
+
+
+# -- goals ---------------------------------------------------------------------------
+
+#: (id, goal, path into results["benchmarks"] (a "tasks=N" step picks that list entry), op, limit, unit)
+GOALS: tuple[tuple[str, str, tuple[str, ...], str, float, str], ...] = (
+    ("rt_p50_asyncio", "empty round trip p50, asyncio default loop (latency: arig, 0 µs)",
+     ("latency", "methods", "arig", "by_kernel_us", "0", "latency_us", "median"), "<=", 30.0, "µs"),
+    ("rt_p50_uvloop", "empty round trip p50, uvloop (latency: arig_uvloop, 0 µs)",
+     ("latency", "methods", "arig_uvloop", "by_kernel_us", "0", "latency_us", "median"), "<=", 25.0, "µs"),
+    ("cpu_wait_empty", "CPU per wait, empty kernel (latency: arig, 0 µs)",
+     ("latency", "methods", "arig", "by_kernel_us", "0", "cpu_us_per_wait", "median"), "<=", 45.0, "µs"),
+    ("cpu_wait_1ms", "CPU per wait, 1 ms kernel (latency: arig, 1,000 µs)",
+     ("latency", "methods", "arig", "by_kernel_us", "1000", "cpu_us_per_wait", "median"), "<=", 80.0, "µs"),
+    ("overhead_200us", "p50 − kernel at 200 µs (latency: arig)",
+     ("latency", "methods", "arig", "by_kernel_us", "200", "overhead_us"), "<=", 40.0, "µs"),
+    ("overhead_1ms", "p50 − kernel at 1 ms (latency: arig)",
+     ("latency", "methods", "arig", "by_kernel_us", "1000", "overhead_us"), "<=", 40.0, "µs"),
+    ("conc64_rate", "64 tasks: completions/s (concurrency: arig)",
+     ("concurrency", "arig", "tasks=64", "completions_per_s"), ">=", 150_000.0, "/s"),
+    ("conc64_vs_torch_poll", "64 tasks: completions/s ÷ torch busy poll's (concurrency)",
+     ("concurrency", "arig_over_torch_poll", "arig", "completions_per_s"), ">=", 1.8, "×"),
+    ("conc64_cpu", "64 tasks: CPU per completion (concurrency: arig)",
+     ("concurrency", "arig", "tasks=64", "cpu_us_per_completion"), "<=", 8.0, "µs"),
+    ("submit_loop_launch", "loop-thread CPU per submit, Launch (submit: arig_launch)",
+     ("submit", "methods", "arig_launch", "loop_thread_cpu_us_per_submit", "median"), "<=", 3.0, "µs"),
+    ("submit_loop_c_fill", "loop-thread CPU per submit, C fill (submit: arig_c_fill)",
+     ("submit", "methods", "arig_c_fill", "loop_thread_cpu_us_per_submit", "median"), "<=", 3.0, "µs"),
+    ("submit_loop_graph", "loop-thread CPU per submit, graph (submit: arig_graph)",
+     ("submit", "methods", "arig_graph", "loop_thread_cpu_us_per_submit", "median"), "<=", 3.0, "µs"),
+    ("submit_total_launch", "total CPU per submit ÷ raw ctypes cuLaunchKernel, Launch (submit: arig_launch)",
+     ("submit", "methods", "arig_launch", "vs_raw_ctypes"), "<=", 1.5, "×"),
+    ("submit_total_c_fill", "total CPU per submit ÷ raw ctypes cuLaunchKernel, C fill (submit: arig_c_fill)",
+     ("submit", "methods", "arig_c_fill", "vs_raw_ctypes"), "<=", 1.5, "×"),
+    ("submit_total_graph", "total CPU per submit ÷ raw ctypes cuLaunchKernel, graph (submit: arig_graph)",
+     ("submit", "methods", "arig_graph", "vs_raw_ctypes"), "<=", 1.5, "×"),
+    ("idle_cpu", "idle process CPU, CUDA device open, nothing pending (idle: cuda)",
+     ("idle", "cases", "cuda", "process_cpu_pct"), "<=", 1.0, "% of a core"),
+    ("spin_rt_p50", "spin loop: empty round trip p50 (latency: arig_spinloop, 0 µs)",
+     ("latency", "methods", "arig_spinloop", "by_kernel_us", "0", "latency_us", "median"), "<=", 15.0, "µs"),
+    ("spin_vs_torch_poll", "spin loop: empty round trip p50 ÷ torch busy poll's (latency: arig_spinloop / torch_poll, 0 µs)",
+     ("latency", "methods", "arig_spinloop", "vs_torch_poll_0us"), "<=", 1.0, "×"),
+    ("graph_async_stall_10k", "10,000-kernel graph_async: longest loop stall p50 (loop)",
+     ("loop", "graphs", "10000", "graph_async", "longest_stall_ms", "median"), "<", 5.0, "ms"),
+)
+
+
+def _walk(b: Any, path: tuple[str, ...]) -> tuple[Any, str | None]:
+    """The value at ``path`` and, where it is missing, why (the nearest error or skip on the way)."""
+    d = b
+    why = None
+    for p in path:
+        if isinstance(d, dict):
+            if isinstance(d.get("error"), str):
+                why = "error: " + d["error"]
+            elif isinstance(d.get("skipped"), str):
+                why = "skipped: " + d["skipped"]
+        if p.startswith("tasks=") and isinstance(d, list):
+            n = int(p.split("=", 1)[1])
+            d = next((x for x in d if isinstance(x, dict) and x.get("tasks") == n), None)
+        elif isinstance(d, dict):
+            d = d.get(p)
+        else:
+            d = None
+        if d is None:
+            return None, why or f"not in results ({'.'.join(path[: path.index(p) + 1])})"
+    if isinstance(d, dict):
+        if isinstance(d.get("error"), str):
+            return None, "error: " + d["error"]
+        return None, "not a figure"
+    return d, None
+
+
+def _derived(b: dict[str, Any]) -> dict[str, Any]:
+    """Figures the goals need that no benchmark stores: spin loop over torch poll at 0 µs."""
+    b = dict(b)
+    lat = b.get("latency")
+    spin = _g(lat, "methods", "arig_spinloop", "by_kernel_us", "0", "latency_us", "median")
+    poll = _g(lat, "methods", "torch_poll", "by_kernel_us", "0", "latency_us", "median")
+    if isinstance(lat, dict) and spin is not None and poll:
+        lat = dict(lat)
+        lat["methods"] = dict(lat["methods"])
+        lat["methods"]["arig_spinloop"] = {**lat["methods"]["arig_spinloop"], "vs_torch_poll_0us": spin / poll}
+        b["latency"] = lat
+    return b
+
+
+def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each goal with the figure of this run and met (True/False) or None (not measured, with why)."""
+    b = _derived(results.get("benchmarks", {}) or {})
+    out = []
+    for gid, text, path, op, limit, unit in GOALS:
+        v, why = _walk(b, path)
+        met = None
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            met = bool(v <= limit if op == "<=" else v >= limit if op == ">=" else v < limit)
+        else:
+            v = None
+        out.append({"id": gid, "goal": text, "target": f"{op} {_f(limit)} {unit}", "figure": v, "unit": unit, "met": met,
+                    "where": ".".join(path), **({"why": why} if met is None else {})})
+    return out
+
+
+def _goals_md(gl: list[dict[str, Any]]) -> list[str]:
+    rows = []
+    for g in gl:
+        if "id" not in g:
+            rows.append(["(goals)", "", "", "error: " + str(g.get("error"))[:80]])
+            continue
+        fig = "–" if g["figure"] is None else f"{_f(g['figure'])} {g['unit']}"
+        status = "met" if g["met"] else ("not measured: " + str(g.get("why"))[:80] if g["met"] is None else "MISSED")
+        rows.append([g["goal"], fig, g["target"], status])
+    met = sum(1 for g in gl if g.get("met") is True)
+    missed = sum(1 for g in gl if g.get("met") is False)
+    unmeasured = sum(1 for g in gl if "id" in g and g.get("met") is None)
+    return _md(f"Goals: {met} met, {missed} missed, {unmeasured} not measured", ["goal", "figure", "target", "status"], rows)
 
 
 def _problems(d: Any, path: str) -> list[str]:
@@ -312,7 +479,7 @@ def _plot_concurrency(results: dict[str, Any], path: Path) -> str:
         series["arig GPU"] = gpu
     if host:
         series["arig host"] = host
-    base = {n: r for n, r in (_g(b, "concurrency", "baselines") or {}).items() if "completions_per_s" in r}
+    base = {n: r for group in ("variants", "baselines") for n, r in (_g(b, "concurrency", group) or {}).items() if "completions_per_s" in r}
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
     if not series and not base:
         for ax in axes:

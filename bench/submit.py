@@ -2,15 +2,20 @@
 
 Blocks of N launches, many blocks; per block the process CPU (all threads)
 divided by N, and the loop thread's own CPU (``time.thread_time``) / N.
+Each arig method runs in a fresh default loop with a fresh device; N
+submits from one task, then ``await dev.wait(last)``; CPU counted until the
+last completion (the launches run on the submit thread).
 
-* arig, Python fill: ``await dev.submit(launch_fill, Launch)`` N times from
-  one task, then ``await dev.wait(last)``; CPU counted until the last
-  completion (the fills run on the submit thread).
-* arig, C fill: a tiny C function compiled here (``cc -O2 -shared -fPIC``)
+* ``arig_launch``: ``await dev.submit(Launch)``: a prepared ``arig.cuda.Launch``,
+  launched by the native submit thread without Python (the fast path).
+* ``arig_c_fill``: a tiny C function compiled here (``cc -O2 -shared -fPIC``)
   that calls ``cuLaunchKernel`` through the pointer
   ``dev.capability(arig.cuda_abi.KEY).symbol("cuLaunchKernel")`` passed in
   its arg; the submit thread calls it without the GIL.
-* arig, graph fill: a Python fill calling ``Graph.launch`` of a one-kernel graph.
+* ``arig_graph``: ``await dev.submit(graph)``, a one-kernel ``arig.cuda_abi.Graph``
+  launched natively.
+* ``arig_python_fill``: ``await dev.submit(launch_fill, Launch)``, a Python fill.
+* ``arig_graph_fill``: a Python fill calling ``Graph.launch`` of a one-kernel graph.
 * raw ctypes: ``cuLaunchKernel`` in a loop on the main thread (the floor).
 * CuPy: the ``empty`` function of the same cubin through ``cupy.RawModule``.
 * PyTorch: ``torch.cuda._sleep(0)`` (one kernel, the thinnest launch torch
@@ -31,12 +36,12 @@ import tempfile
 import time
 from typing import Any
 
-from ._common import Config, error_record, graph_fill, launch_fill, log
+from ._common import Config, error_record, graph_fill, launch_fill, log, run_in_loop
 from ._cuda import get_raw
-from ._methods import cupy_lib, open_arig, torch_lib, versions
+from ._methods import cupy_lib, gpu_facts, open_arig, torch_lib, versions
 from ._stats import ratio, summarize
 
-__all__ = ["run", "C_FILL"]
+__all__ = ["run", "C_FILL", "ARIG_METHODS"]
 
 C_FILL = r"""
 #include <stdint.h>
@@ -57,7 +62,39 @@ class _FillArg(ctypes.Structure):
 
 
 def run(cfg: Config) -> dict[str, Any]:
-    return asyncio.run(_run(cfg))
+    blocks, n = cfg.pick((15, 2000), (3, 200))
+    out: dict[str, Any] = {"kernel": "empty", "blocks": blocks, "per_block": n, "methods": {}}
+    m = out["methods"]
+    try:
+        raw = get_raw()
+        m["raw_ctypes"] = _measure_baseline(blocks, n, raw_launcher(raw), raw.sync)
+        m["raw_ctypes"]["what"] = "ctypes cuLaunchKernel (prepared arig.cuda.Launch) in a loop, no event loop"
+    except Exception as exc:  # noqa: BLE001
+        m["raw_ctypes"] = error_record(exc)
+
+    with tempfile.TemporaryDirectory(prefix="arig-bench-") as tmp:
+        try:
+            so: str | None = _compile_c_fill(tmp)
+        except Exception as exc:  # noqa: BLE001
+            so = None
+            m["arig_c_fill"] = {"skipped": f"cannot compile the C fill: {type(exc).__name__}: {exc}"}
+        # Each arig method in a fresh default loop with a fresh device (one failing cannot spoil the next).
+        for name in ARIG_METHODS:
+            if name == "arig_c_fill" and so is None:
+                continue
+            try:
+                m[name] = run_in_loop("asyncio", _arig_method, name, blocks, n, so)
+            except Exception as exc:  # noqa: BLE001
+                m[name] = error_record(exc)
+                log(f"  {name}: {m[name]['error']}")
+
+    _baselines(blocks, n, m)
+    out["versions"] = versions()
+    floor = m.get("raw_ctypes", {}).get("cpu_us_per_submit")
+    for r in m.values():
+        if "cpu_us_per_submit" in r and floor:
+            r["vs_raw_ctypes"] = ratio(r["cpu_us_per_submit"], floor)
+    return out
 
 
 async def _ameasure(blocks: int, n: int, fn: Any) -> dict[str, Any]:
@@ -85,82 +122,66 @@ def _compile_c_fill(tmp: str) -> str:
     return lib
 
 
-async def _run(cfg: Config) -> dict[str, Any]:
-    blocks, n = cfg.pick((15, 2000), (3, 200))
-    out: dict[str, Any] = {"kernel": "empty", "blocks": blocks, "per_block": n, "methods": {}}
-    m = out["methods"]
-    raw = get_raw()
+#: arig's ways to submit, each measured in a fresh loop with a fresh device.
+ARIG_METHODS = {
+    "arig_launch": "await dev.submit(Launch) x N, then await dev.wait(last): a prepared arig.cuda.Launch (launched by the native core)",
+    "arig_c_fill": "await dev.submit(C fill calling cuLaunchKernel via record.symbol(), arg) x N (called by the native core)",
+    "arig_graph": "await dev.submit(graph) x N: a 1-kernel arig.cuda_abi.Graph (launched by the native core)",
+    "arig_python_fill": "await dev.submit(py_fill, Launch) x N, then await dev.wait(last): a Python fill",
+    "arig_graph_fill": "await dev.submit(py_fill calling Graph.launch of a 1-kernel graph) x N: a Python fill",
+}
 
-    try:
-        m["raw_ctypes"] = _measure_baseline(blocks, n, raw_launcher(raw), raw.sync)
-        m["raw_ctypes"]["what"] = "ctypes cuLaunchKernel (prepared arig.cuda.Launch) in a loop, no event loop"
-    except Exception as exc:  # noqa: BLE001
-        m["raw_ctypes"] = error_record(exc)
+
+async def _arig_method(name: str, blocks: int, n: int, so: str | None) -> dict[str, Any]:
+    import arig.cuda_abi as abi
+    from arig.cuda import FILL, Launch
 
     async with open_arig() as a:
-        import arig.cuda_abi as abi
-        from arig.cuda import FILL, Launch
-
         dev = a.dev
-        empty = Launch(a.funcs["empty"], 1, 1)
+        submit, wait = dev.submit, dev.wait
+        fill: Any
+        arg: Any = None
+        keep: list[Any] = []
+        if name == "arig_launch":
+            fill = Launch(a.funcs["empty"], 1, 1)
+        elif name == "arig_python_fill":
+            fill, arg = launch_fill, Launch(a.funcs["empty"], 1, 1)
+        elif name in ("arig_graph", "arig_graph_fill"):
+            g = await dev.capability(abi.KEY).graph_async([abi.Kernel(a.funcs["empty"], 1, 1)])
+            fill, arg = (g, None) if name == "arig_graph" else (graph_fill, g)
+            keep.append(g)
+        elif name == "arig_c_fill":
+            assert so is not None
+            clib = ctypes.CDLL(so)
+            addr = ctypes.cast(clib.fill, ctypes.c_void_p).value
+            assert addr, "the compiled C fill has no address"
+            fill = FILL(addr)
+            arg = _FillArg(dev.capability(abi.KEY).symbol("cuLaunchKernel"), a.funcs["empty"])
+            keep.append(clib)
+        else:
+            raise ValueError(name)
 
-        async def py_fill(k: int) -> None:
-            v = 0
-            for _ in range(k):
-                v = await dev.submit(launch_fill, empty)
-            await dev.wait(v)
+        if arg is None:
 
-        try:
-            m["arig_python_fill"] = await asyncio.wait_for(_ameasure(blocks, n, py_fill), 120)
-            m["arig_python_fill"]["what"] = "await dev.submit(py_fill, Launch) x N, then await dev.wait(last)"
-        except Exception as exc:  # noqa: BLE001
-            m["arig_python_fill"] = error_record(exc)
-
-        with tempfile.TemporaryDirectory(prefix="arig-bench-") as tmp:
-            try:
-                so = _compile_c_fill(tmp)
-            except Exception as exc:  # noqa: BLE001
-                m["arig_c_fill"] = {"skipped": f"cannot compile the C fill: {type(exc).__name__}: {exc}"}
-            else:
-                try:
-                    clib = ctypes.CDLL(so)
-                    cfill = FILL(ctypes.cast(clib.fill, ctypes.c_void_p).value)
-                    rec = dev.capability(abi.KEY)
-                    carg = _FillArg(rec.symbol("cuLaunchKernel"), a.funcs["empty"])
-
-                    async def c_fill(k: int) -> None:
-                        v = 0
-                        for _ in range(k):
-                            v = await dev.submit(cfill, carg)
-                        await dev.wait(v)
-
-                    m["arig_c_fill"] = await asyncio.wait_for(_ameasure(blocks, n, c_fill), 120)
-                    m["arig_c_fill"]["what"] = "await dev.submit(C fill calling cuLaunchKernel via record.symbol(), arg) x N"
-                except Exception as exc:  # noqa: BLE001
-                    m["arig_c_fill"] = error_record(exc)
-
-        try:
-            rec = dev.capability(abi.KEY)
-            g = await rec.graph_async([abi.Kernel(a.funcs["empty"], 1, 1)])
-
-            async def graph(k: int) -> None:
+            async def body(k: int) -> None:
                 v = 0
                 for _ in range(k):
-                    v = await dev.submit(graph_fill, g)
-                await dev.wait(v)
+                    v = await submit(fill)
+                await wait(v)
 
-            m["arig_graph_fill"] = await asyncio.wait_for(_ameasure(blocks, n, graph), 120)
-            m["arig_graph_fill"]["what"] = "await dev.submit(py_fill calling Graph.launch of a 1-kernel graph) x N"
-        except Exception as exc:  # noqa: BLE001
-            m["arig_graph_fill"] = error_record(exc)
+        else:
 
-    _baselines(blocks, n, m)
-    out["versions"] = versions()
-    floor = m.get("raw_ctypes", {}).get("cpu_us_per_submit")
-    for k, r in m.items():
-        if "cpu_us_per_submit" in r and floor:
-            r["vs_raw_ctypes"] = ratio(r["cpu_us_per_submit"], floor)
-    return out
+            async def body(k: int) -> None:
+                v = 0
+                for _ in range(k):
+                    v = await submit(fill, arg)
+                await wait(v)
+
+        r = await asyncio.wait_for(_ameasure(blocks, n, body), 120)
+        r["what"] = ARIG_METHODS[name]
+        r["completion"] = gpu_facts(dev).get("completion")
+        del keep
+        return r
 
 
 def raw_launcher(raw: Any) -> Any:

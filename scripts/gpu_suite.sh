@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
-# The whole GPU suite in one call on a GPU machine (the H200 of the device tool):
-# facts, the demo, top, the GPU tests, the CPU tests, then the benchmarks.
-# Writes under $OUT: suite.log (everything), gpu_tests.xml, bench/ (results.json, table, plots).
-# Usage: bash scripts/gpu_suite.sh [--no-bench] [--only-tests PATTERN]
-# pytest-asyncio (and a matching pytest) travel as wheels in .whl/ (see the device tool's README).
+# The whole GPU suite in one call on a GPU machine (the H200 of the device tool), within about 9 minutes:
+# wheels, the native core built in place, facts, top, the demos, the GPU tests, test_cuda_gpu.py again
+# with ARIG_NO_MEMOPS=1 and with ARIG_PURE=1, then the benchmarks; the bench table is printed last.
+# Writes under $OUT (7 files): suite.log (everything), gpu_tests.xml (the first test run),
+# bench/ (results.json, table.md, latency.png, concurrency.png, overhead.png).
+# Usage: bash scripts/gpu_suite.sh [--no-bench] [--tests PATH] [-k EXPR]
+#   -k EXPR narrows every test run (the first and the two forced-path runs); without it they run everything.
+# Every step has a timeout, capped so that the whole script ends within SUITE_SECONDS (default 540).
+# The test plugins (pytest, pytest-asyncio, pytest-timeout, hypothesis) and uvloop travel as wheels in .whl/.
 set -u
+T0=$SECONDS
+BUDGET=${SUITE_SECONDS:-540}
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
-export PYTHONUNBUFFERED=1 ARIG_GPU_REQUIRED=1
 BENCH=1; TESTS=tests/gpu; KEXPR=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -24,29 +23,85 @@ while [ $# -gt 0 ]; do
   shift
 done
 exec > >(tee -a "$OUT/suite.log") 2>&1
-step() { echo; echo "===== $* ($(date -u +%H:%M:%S))"; }
+TEE_PID=$!
+step() { echo; echo "===== $* ($(date -u +%H:%M:%S), ${SECONDS}s)"; }
+SUMMARY=""
+# run NAME WANT RESERVE CMD...: CMD under `timeout`, at most WANT seconds and never into the last RESERVE
+# seconds of the budget (kept for the steps after it); skipped when fewer than 15 s would be left.
+run() {
+  local name=$1 want=$2 reserve=$3 limit rc
+  shift 3
+  limit=$(( BUDGET - (SECONDS - T0) - reserve ))
+  [ "$limit" -gt "$want" ] && limit=$want
+  if [ "$limit" -lt 15 ]; then
+    echo "$name: skipped, out of time (${limit}s left for it)"
+    SUMMARY="$SUMMARY $name=skipped"
+    return 0
+  fi
+  timeout -k 10 "$limit" "$@"
+  rc=$?
+  [ "$rc" = 124 ] && echo "$name: TIMED OUT after ${limit}s"
+  echo "$name exit: $rc"
+  SUMMARY="$SUMMARY $name=$rc"
+  return 0
+}
+# Time kept for the benchmarks and for the two forced-path test runs (at least this much each).
+BENCH_MIN=$(( BENCH ? 200 : 0 )); EXTRA_MIN=60
+
+step "wheels"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || { echo "wheel install failed"; exit 1; }
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  echo "no .whl/: using the machine's packages"
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 ARIG_GPU_REQUIRED=1
 step "machine"
 echo "commit: ${ARIG_COMMIT:-unknown}"
-nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,pci.bus_id --format=csv
-python3 -c 'import sys; from importlib.metadata import version as v; print(sys.version.split()[0], *(f"{p} {v(p)}" for p in ("numpy", "anyio", "pytest", "pytest-asyncio")))'
-step "python -m arig info"
-timeout 120 python3 -m arig info
-step "python -m arig top --json --count 1"
-timeout 60 python3 -m arig top --json --count 1
-step "python -m arig demo --device cuda:0"
-timeout 180 python3 -m arig demo --device cuda:0 --quiet
-step "python -m arig demo --device host"
-timeout 120 python3 -m arig demo --device host --tasks 16 --iters 50 --quiet
-step "GPU tests"
-if [ -n "$KEXPR" ]; then
-  timeout 420 python3 -m pytest "$TESTS" -v -rA -p no:cacheprovider -x --timeout 120 --junitxml "$OUT/gpu_tests.xml" -k "$KEXPR"
-else
-  timeout 420 python3 -m pytest "$TESTS" -v -rA -p no:cacheprovider --timeout 120 --junitxml "$OUT/gpu_tests.xml"
+timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,pci.bus_id --format=csv
+python3 - <<'EOF'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+def v(p):
+    try:
+        return version(p)
+    except PackageNotFoundError:
+        return "missing"
+print(sys.version.split()[0], *(f"{p} {v(p)}" for p in ("numpy", "anyio", "pytest", "pytest-asyncio", "pytest-timeout", "hypothesis", "uvloop", "torch", "cupy-cuda13x")))
+EOF
+if [ -f setup.py ]; then
+  step "python3 setup.py build_ext --inplace -q (the native core)"
+  run build 180 $(( BENCH_MIN + 2 * EXTRA_MIN + 120 )) python3 setup.py build_ext --inplace -q
 fi
-echo "gpu tests exit: $?"
+step "python -m arig info"
+run info 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig info
+echo "with ARIG_PURE=1:"; ARIG_PURE=1 timeout 60 python3 -m arig info 2>&1 | grep -i -E "^[A-Z]|completion"
+step "python -m arig top --json --count 1"
+run top 30 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig top --json --count 1
+step "python -m arig demo --device cuda:0"
+run demo_cuda 90 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo --device cuda:0 --quiet
+step "python -m arig demo --device host"
+run demo_host 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo --device host --tasks 16 --iters 50 --quiet
+
+K=(); [ -n "$KEXPR" ] && K=(-k "$KEXPR")
+step "GPU tests ($TESTS)"
+run gpu_tests 240 $(( BENCH_MIN + 2 * EXTRA_MIN )) python3 -m pytest "$TESTS" -v -rA -p no:cacheprovider --timeout 120 --junitxml "$OUT/gpu_tests.xml" ${K[@]+"${K[@]}"}
+step "GPU completion tests without stream memory operations (ARIG_NO_MEMOPS=1 tests/gpu/test_cuda_gpu.py)"
+run tests_no_memops 150 $(( BENCH_MIN + EXTRA_MIN )) env ARIG_NO_MEMOPS=1 python3 -m pytest tests/gpu/test_cuda_gpu.py -v -rfEs -p no:cacheprovider --timeout 120 ${K[@]+"${K[@]}"}
+step "GPU completion tests on the pure-Python path (ARIG_PURE=1 tests/gpu/test_cuda_gpu.py)"
+run tests_pure 150 "$BENCH_MIN" env ARIG_PURE=1 python3 -m pytest tests/gpu/test_cuda_gpu.py -v -rfEs -p no:cacheprovider --timeout 120 ${K[@]+"${K[@]}"}
+
 if [ "$BENCH" = 1 ]; then
   step "benchmarks"
-  timeout 300 python3 -m bench --out "$OUT/bench"
-  echo "bench exit: $?"
+  # The bench's own --max-seconds ends it (writing what it measured) before `timeout` would.
+  left=$(( BUDGET - (SECONDS - T0) - 10 )); [ "$left" -gt 300 ] && left=300
+  run bench "$left" 10 python3 -m bench --out "$OUT/bench" --max-seconds $(( left > 60 ? left - 25 : 35 ))
 fi
-step "done"
+step "done in $(( SECONDS - T0 )) s:$SUMMARY"
+if [ "$BENCH" = 1 ] && [ -f "$OUT/bench/table.md" ]; then
+  step "bench table ($OUT/bench/table.md)"
+  cat "$OUT/bench/table.md"
+fi
+exec 1>&- 2>&-
+wait "$TEE_PID" 2>/dev/null || sleep 1

@@ -1,6 +1,6 @@
 """Probe: one task's submit→wait round trip on CUDA for a few kernel lengths,
-how often the waiter's spin saw the completion, and which threads spent the
-CPU.  Usage (GPU machine): python3 scripts/probe_latency.py [--sched blocking] [--spin-us 40]"""
+the native core's counters (spin hits and misses, host functions, eventfd
+writes), and which threads spent the CPU.  Usage (GPU machine): python3 scripts/probe_latency.py [--sched blocking] [--spin-us 40]"""
 
 from __future__ import annotations
 
@@ -15,10 +15,6 @@ import numpy as np
 import arig
 from arig.cuda import Launch, pack
 from arig.cuda._demo import shipped_image
-
-
-def fill(stream: int, launch: Launch, v: int) -> int:
-    return launch(stream)
 
 
 def thread_cpu() -> Counter[str]:
@@ -42,13 +38,13 @@ async def probe(spin_us: int, sched: str | None) -> None:
         for us in (0, 50, 200, 1000):
             launch = Launch(img.function("empty"), 1, 1) if us == 0 else Launch(img.function("spin"), 1, 1, pack(np.uint64(us * 1000)))
             for _ in range(50):
-                await dev.wait(await dev.submit(fill, launch))
-            b.spin_stats[:] = [0, 0, 0]
+                await dev.wait(await dev.submit(launch))
+            s0 = b.completion.stats()
             lat, wake, n = [], [], 300
             c0, t0 = time.process_time(), thread_cpu()
             for _ in range(n):
                 t = time.perf_counter()
-                v = await dev.submit(fill, launch)
+                v = await dev.submit(launch)
                 await dev.wait(v)
                 t1 = time.perf_counter()
                 lat.append(t1 - t)
@@ -59,7 +55,8 @@ async def probe(spin_us: int, sched: str | None) -> None:
             per = thread_cpu() - t0
             top = ", ".join(f"{k} {v / n / 1e3:.0f}" for k, v in per.most_common(5))
             print(f"sched={dev.facts['sched']} spin_us={spin_us:3d} kernel {us:5d} us: p50 {np.median(lat) * 1e6:7.1f} us  p90 {np.percentile(lat, 90) * 1e6:7.1f}"
-                  f"  seen->resumed {np.median(wake) * 1e6:5.1f}  cpu/wait {cpu * 1e6:6.1f} us  spin hit/miss/late {b.spin_stats}  est {b._est[0] * 1e6:.0f}"
+                  f"  seen->resumed {np.median(wake) * 1e6:5.1f}  cpu/wait {cpu * 1e6:6.1f} us"
+                  f"\n    core: {', '.join(f'{k} {v - s0.get(k, 0)}' for k, v in b.completion.stats().items())}"
                   f"\n    cpu µs/op by thread: {top}", flush=True)
 
 

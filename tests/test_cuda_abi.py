@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import arig
+import arig._env
 import arig.cuda
 import arig.cuda._device
 import arig.cuda._gpu
@@ -395,7 +396,7 @@ def test_graph_node_function_is_fixed_update_takes_no_func() -> None:
 
 
 def test_graph_update_sets_node_params_v2_and_returns_the_curesult(fake: FakeLib, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(arig.cuda._device._LAYOUTS, 0x10, ((0, 8), (8, 4), (16, 8)))
+    monkeypatch.setitem(arig.cuda._launch._LAYOUTS, 0x10, ((0, 8), (8, 4), (16, 8)))
     args0 = arig.cuda.pack(np.uint64(0xAB), np.uint32(0), np.uint64(1))
     g = abi.Graph(0x77, [0x88], lambda: None)
     g._kernels = [abi.Kernel(0x10, 1, 1, args0)]
@@ -440,7 +441,7 @@ def record(fake: FakeLib, state: arig.cuda._gpu.GpuState, monkeypatch: pytest.Mo
     """A record over a fake backend: functions 0x10, 0x11 in module 0xA00, 0x20 in 0xB00 (both loaded)."""
     state.add_module(0xA00)
     state.add_module(0xB00)
-    monkeypatch.setitem(arig.cuda._device._LAYOUTS, 0x10, ((0, 8), (8, 4), (16, 8)))
+    monkeypatch.setitem(arig.cuda._launch._LAYOUTS, 0x10, ((0, 8), (8, 4), (16, 8)))
     fake.calls.clear()
     return abi.CudaAbi._for_backend(FakeBackend(state, {0x10: 0xA00, 0x11: 0xA00, 0x20: 0xB00}))
 
@@ -761,7 +762,7 @@ async def test_pack_a_buffer_is_its_address() -> None:
 
 def test_check_args_against_a_registered_layout(monkeypatch: pytest.MonkeyPatch) -> None:
     func = 0xF00D
-    monkeypatch.setitem(arig.cuda._device._LAYOUTS, func, ((0, 4), (8, 8)))
+    monkeypatch.setitem(arig.cuda._launch._LAYOUTS, func, ((0, 4), (8, 8)))
     arig.cuda.check_args(func, b"\0" * 16)
     for n in (0, 12, 20):
         with pytest.raises(ValueError, match=r"\[\(0, 4\), \(8, 8\)\]: 16 bytes expected"):
@@ -804,8 +805,9 @@ async def test_open_without_a_driver_raises_open_error_naming_libcuda() -> None:
 
 @pytest.mark.asyncio
 async def test_open_with_libcuda_missing_raises_open_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ARIG_LIBCUDA", "libcuda-arig-test-missing.so.1")
-    monkeypatch.setattr(arig.cuda._device, "lib", arig.cuda._lib._Lib())
+    monkeypatch.setattr(arig._env, "LIBCUDA", "libcuda-arig-test-missing.so.1")
+    missing = arig.cuda._lib._Lib()
+    monkeypatch.setattr(arig.cuda._device, "lib", missing)
     with pytest.raises(arig.OpenError, match=r"cannot open CUDA: cannot load libcuda-arig-test-missing\.so\.1"):
         await arig.open(arig.cuda.gpu(0))
 

@@ -2,63 +2,39 @@
 
 Threads, and what each may do:
 
-* the **submit thread** (``arig._submit``) makes the context current at open
-  and is the only thread that runs fills, launches, copies, allocations and
-  frees of the device;
-* one **waiter thread** per queue sleeps in ``sem_timedwait`` (a libc call:
-  the GIL is released) and reports reached values to the timeline;
+* the device's **Python submit thread** (``arig._submit``) opens the device,
+  runs Python fills, allocations, loads and frees, and closes it;
+* the **native thread** of the native core (``arig/_native/core.c``) runs
+  every launch, graph launch, C fill and copy, signals completions and
+  watches them; without the native core the Python submit thread does that
+  and one waiter thread per queue reports (``_completion.PureCompletion``);
 * the **event loop** never calls libcuda.
 
-Completion: after the last fill of a burst on a queue, the submit thread
-enqueues ``cuStreamWriteValue64(word[q], v)`` (the GPU writes ``v`` into
-pinned, mapped host memory once the queue's earlier work is done) and
-``cuLaunchHostFunc(sem_post, sem[q])``.  The host function is libc's
-``sem_post`` itself: no Python, no GIL, no lock a fill could hold, as the
-seed demands.  The waiter wakes, reads the word and reports.  While values
-are outstanding it also wakes every ``FAULT_POLL`` seconds to ask
-``cuStreamQuery`` for an asynchronous fault, so a faulted context (whose
-host functions never run) loses the device within that time.
+How a value's completion is known, per path, is ``_completion``'s business;
+this module opens, describes, allocates, loads and closes.
 """
 
 from __future__ import annotations
 
 import ctypes
-import os
-import threading
-import time
-from collections import deque
 from ctypes import byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
 import numpy as np
 
+from .. import _env, _native
 from .._errors import ArigTypeError, ArigValueError, OpenError
 from .._memory import Buffer, Image
 from ..device import Backend
+from ._completion import NativeCompletion, PureCompletion, name_thread
 from ._gpu import gpu_state
-from . import _wake
-from ._lib import CudaError, CudaUnavailable, check, lib
+from ._launch import _LAYOUTS, Launch
+from ._lib import FILL, CudaError, CudaUnavailable, check, lib, prefetch_error_names
 
 __all__ = ["CudaOpener", "CudaBackend", "count", "FILL"]
 
-#: The prototype of a C fill: ``int fill(void *queue, void *arg, uint64_t v)``.
-FILL = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_uint64)
-
 #: Driver API version arig needs (12.4: cuModuleEnumerateFunctions, cuFuncGetParamInfo).
 MIN_DRIVER = 12040
-#: Seconds between fault checks while work is outstanding.
-FAULT_POLL = 0.02
-#: Spin only while at most this many values are outstanding on a queue (latency mode);
-#: with more in flight, host functions arrive often enough (throughput mode).
-SPIN_OUTSTANDING = 2
-#: Completions predicted sooner than this are watched by the submit thread itself.
-SHORT_SPIN = 25e-6
-#: How early before the predicted completion the spin starts.
-SPIN_LEAD = 15e-6
-PR_SET_TIMERSLACK = 29
-PR_SET_NAME = 15
-#: Seconds between wake-ups while nothing is outstanding.
-IDLE_POLL = 0.5
 #: hang_ms on a GPU where no display watchdog runs (the seed's 30 s).
 DEFAULT_HANG_MS = 30_000
 
@@ -72,35 +48,10 @@ CUDA_ERROR_NOT_READY = 600
 #: _ILLEGAL_INSTRUCTION, _MISALIGNED_ADDRESS, _INVALID_ADDRESS_SPACE, _INVALID_PC, _LAUNCH_FAILED).
 STICKY = frozenset({700, 714, 715, 716, 717, 718, 719})
 ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_minor": 76, "unified_addressing": 41}
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-_libc.sem_init.argtypes = (c_void_p, c_int, c_uint)
-_libc.sem_post.argtypes = (c_void_p,)
-_libc.sem_timedwait.argtypes = (c_void_p, ctypes.POINTER(_Timespec))
-_libc.sem_destroy.argtypes = (c_void_p,)
-_SEM_POST = ctypes.cast(_libc.sem_post, c_void_p).value
-_SEM_T = 64  # bytes; sem_t is 32 on x86-64 glibc, with room to spare
-#: Timeline words (pinned memory) and semaphores of closed devices whose streams still had work queued.
+#: Timeline words (pinned memory) of closed devices whose streams still had work queued.
 _ORPHANS: list[tuple[Any, ...]] = []
-
-
-def _sem_wait(sem: int, ts: _Timespec, timeout: float) -> bool:
-    """``sem_timedwait`` for ``timeout`` seconds (the GIL is released); True if posted."""
-    deadline = time.time() + timeout
-    ts.tv_sec = int(deadline)
-    ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
-    return bool(_libc.sem_timedwait(sem, byref(ts)) == 0)
-
-
-def _name_thread(name: str) -> None:
-    """The OS thread's name (``top -H``, /proc/self/task/*/comm), 15 bytes at most."""
-    _libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+#: ``arig.cuda_abi.Graph``, set at the first open (cuda_abi imports this module).
+_GraphType: Any = None
 
 
 def _relaxed_capture_mode() -> None:
@@ -157,19 +108,43 @@ def _c_arg(arg: Any) -> int | None:
 class CudaOpener:
     """Opener of GPU ``index`` through libcuda (name ``"CUDA"`` or ``"CUDA:i"``)."""
 
-    def __init__(self, index: int, queues: int, hang_ms: int | None, spin_us: int = 40, sched: str | None = None) -> None:
+    def __init__(self, index: int, queues: int, hang_ms: int | None, spin_us: int = 40, sched: str | None = None, memops: bool | None = None) -> None:
         self.index = index
         self.sched = sched
         self.spin_us = spin_us
         self.name = "CUDA" if index == 0 else f"CUDA:{index}"
         self.queues = queues
         self.hang_ms = hang_ms
+        self.memops = memops
 
     def make(self) -> CudaBackend:
         return CudaBackend(self)
 
     def __repr__(self) -> str:
         return f"arig.cuda.gpu({self.index})"
+
+
+class _Copy:
+    """A copy between host and device memory: run by the native core, or called as a Python fill."""
+
+    __slots__ = ("kind", "a", "b", "c")
+
+    def __init__(self, to_device: bool, dev: int, host: int, n: int) -> None:
+        self.kind = _native.H2D if to_device else _native.D2H
+        self.a, self.b, self.c = (dev, host, n) if to_device else (host, dev, n)
+
+    def __call__(self, stream: int, arg: Any, v: int) -> int:
+        if self.kind == _native.H2D:
+            return int(lib.cuMemcpyHtoDAsync_v2(self.a, self.b, self.c, stream))
+        return int(lib.cuMemcpyDtoHAsync_v2(self.a, self.b, self.c, stream))
+
+
+def _launch_fill(stream: int, launch: Any, v: int) -> int:
+    return int(launch(stream))
+
+
+def _graph_fill(stream: int, graph: Any, v: int) -> int:
+    return int(graph.launch(stream))
 
 
 class CudaBackend(Backend):
@@ -187,7 +162,6 @@ class CudaBackend(Backend):
         if i >= n:
             raise OpenError(f"cannot open {self.name}: no GPU {i}: this machine has {n} GPU{'s' if n != 1 else ''}")
         self.ordinal = i
-        self._spin_s = opener.spin_us * 1e-6
         self.gpu = gpu_state(i)
         dev = c_int()
         check(lib.cuDeviceGet(byref(dev), i), "cuDeviceGet")
@@ -198,27 +172,27 @@ class CudaBackend(Backend):
         self.ctx = ctx.value
         self._streams: list[int] = []
         self._words = 0
-        self._sems: list[Any] = []
         self._live: dict[int, str] = {}
         self._images: set[int] = set()
         self._modules_of: dict[int, int] = {}  # CUfunction -> CUmodule, for images this device loaded
-        self._closing = False
-        self._closed = False
-        self._efd = self._reader_fd = -1
-        self._waiters: list[threading.Thread] = []
-        _name_thread("arig-submit")
+        self.completion: NativeCompletion | PureCompletion | None = None
+        self.submit_thread: Any = None
+        name_thread("arig-submit")
         try:
             check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
             _relaxed_capture_mode()  # this submit thread's own calls must not break users' captures
+            prefetch_error_names()  # the loop names faults without asking the driver
             self._check_context()
             self.gpu.reclaim()  # graphs collected since the last operation on this GPU
             self._describe(ver.value, opener)
-            self._make_queues(opener.queues)
+            self._make_queues(opener)
         except BaseException:
             self._release()
             raise
         from .. import cuda_abi
 
+        global _GraphType
+        _GraphType = cuda_abi.Graph
         self.record = cuda_abi.CudaAbi._for_backend(self)
         self.capabilities = dict([cuda_abi.declare(self.record)])
 
@@ -310,7 +284,8 @@ class CudaBackend(Backend):
         lib.cuDevicePrimaryCtxGetState(self.cudev, byref(flags), byref(active))
         return {v: k for k, v in SCHED.items()}.get(flags.value & 7, "auto")
 
-    def _make_queues(self, n: int) -> None:
+    def _make_queues(self, opener: CudaOpener) -> None:
+        n = opener.queues
         for _ in range(n):
             st = c_void_p()
             check(lib.cuStreamCreate(byref(st), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
@@ -323,246 +298,95 @@ class CudaBackend(Backend):
         ctypes.memset(self._words, 0, 8 * n)
         d = c_uint64()
         check(lib.cuMemHostGetDevicePointer_v2(byref(d), self._words, 0), "cuMemHostGetDevicePointer")
-        self._word_dev = d.value
-        self._word_views = [c_uint64.from_address(self._words + 8 * q) for q in range(n)]
-        for _ in range(n):
-            sem = ctypes.create_string_buffer(_SEM_T)
-            if _libc.sem_init(sem, 0, 0) != 0:
-                raise OSError(ctypes.get_errno(), "sem_init")
-            self._sems.append(sem)
-        self._signalled = [0] * n  # last value signalled per queue (submit thread)
-        self._marked = [0] * n  # last value whose word write is enqueued (submit thread)
-        self._seen = [0] * n  # highest value reported to the timeline
-        self._kicks = [0] * n  # latency-mode kicks, so the waiter spins once per kick
-        self._kick_v = [0] * n
-        self._kick_t = [0.0] * n
-        self._est = [0.0] * n  # predicted seconds from a signal to its completion
-        self._oversleep = [0.0] * n  # how late the waiter's timed waits end
-        self.spin_stats = [0, 0, 0]  # spins that saw the completion, that ended before it, that began after it
-        self._fallback: list[deque[int]] = [deque() for _ in range(n)]
-        # Stream memory operations write the word from the GPU; without them
-        # the waiter pairs each sem_post with a value recorded at signal time.
-        self._memops = lib.has("cuStreamWriteValue64_v2") and lib.cuStreamWriteValue64_v2(self._streams[0], self._word_dev, 0, 0) == 0
+        # Stream memory operations let the GPU write the words; without them host functions do.
+        memops = opener.memops is not False and not _env.NO_MEMOPS
+        memops = memops and lib.has("cuStreamWriteValue64_v2") and lib.cuStreamWriteValue64_v2(self._streams[0], d.value, 0, 0) == 0
         check(lib.cuStreamSynchronize(self._streams[0]), "cuStreamSynchronize")
-        # The GIL-free helper wakes the loop through an eventfd; it needs the words.
-        self._helper = _wake.load() if self._memops else None
-        self._efd = -1
-        if self._helper is not None:
-            self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-            self._sigs = [_wake.Signal(self._efd, 0, 0) for _ in range(n)]
-            self._hostfn = ctypes.cast(self._helper.arig_host_signal, c_void_p).value
-        self._facts["stream_memops"] = self._memops
-        self._facts["completion"] = "eventfd (host function and spin in C)" if self._helper else "sem_post + waiter thread"
+        kind = NativeCompletion if _native.library() is not None else PureCompletion
+        self.completion = kind(self, self.ctx or 0, self._streams, self._words, d.value, memops, opener.spin_us)
+        self.native = kind is NativeCompletion
+        self._facts["stream_memops"] = memops
+        self._facts["completion"] = self.completion.description
+        self._facts["core"] = _native.status()
 
+    # -- the loop side of submission ------------------------------------------------
     def bind(self, timeline: Any, post: Any) -> None:
         super().bind(timeline, post)
-        if self._helper is not None:
-            self._loop = timeline._loop
-            self._loop.add_reader(self._efd, self._on_wake)  # bind runs on the loop thread
-            self._reader_fd = self._efd
-        for q in range(len(self._streams)):
-            t = threading.Thread(target=self._wait_loop, args=(q,), name=f"arig-cuda-wait-{self.name}-{q}", daemon=True)
-            t.start()
-            self._waiters.append(t)
+
+    def submitter(self, st: Any, limit: int) -> Any:
+        """Loop thread, at open: who takes submissions (the native core, or the submit thread)."""
+        self.submit_thread = st
+        assert self.completion is not None
+        self.completion.bind(st._loop, limit)
+        return self.completion if self.native else st
 
     def begin_stop(self) -> None:
         self.record._begin_stop()
 
+    def abort(self) -> None:
+        if self.completion is not None:
+            self.completion.abort()
+
     def detach(self) -> None:
-        if self._reader_fd >= 0:
-            try:
-                self._loop.remove_reader(self._reader_fd)
-            except (RuntimeError, ValueError):  # the loop is closed
-                pass
-            self._reader_fd = -1
-        if self._efd >= 0 and self._closed:  # never while a host function may still write it
-            os.close(self._efd)
-            self._efd = -1
+        if self.completion is not None:
+            self.completion.detach()
 
-    def _on_wake(self) -> None:
-        """The eventfd is readable (loop thread): read the words the GPU wrote."""
-        try:
-            os.read(self._efd, 8)
-        except (BlockingIOError, OSError):
-            pass
-        words, seen = self._word_views, self._seen
-        for q in range(len(words)):
-            v = words[q].value
-            if v > seen[q]:
-                seen[q] = v
-                t = self._sigs[q].t_ns
-                self.timeline.report_local(q, v, t * 1e-9 if t else None)
-
-    def check_fill(self, fill: Any) -> Any:
-        if isinstance(fill, int) and not isinstance(fill, bool):
+    def prepare(self, fill: Any, arg: Any) -> Any:
+        """Check a submission on the loop (no driver call) and make the item the submitter takes."""
+        t = type(fill)
+        if t is Launch:
+            if arg is not None:
+                raise ArigValueError("a Launch submitted as the fill takes no arg (it carries its arguments)")
+            item: tuple[Any, ...] = (_native.LAUNCH, fill._addr, 0, 0)
+        elif t is _Copy:
+            item = (fill.kind, fill.a, fill.b, fill.c)
+        elif t is _GraphType:
+            if arg is not None:
+                raise ArigValueError("a Graph submitted as the fill takes no arg")
+            item = (_native.GRAPH, fill.handle, 0, 0)
+        elif isinstance(fill, int) and not isinstance(fill, bool):
             if fill == 0:
                 raise ArigValueError("a C fill's address must not be 0")
-            return _CFill(FILL(fill))
-        if isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
+            if not 0 < fill < 1 << 64:
+                raise ArigValueError(f"a C fill's address must be in 1..2**64-1, got {fill}")
+            item = (_native.CFILL, fill, _c_arg(arg), 0)
+        elif isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
             if fill._restype_ is not c_int or tuple(fill._argtypes_ or ()) != (c_void_p, c_void_p, c_uint64):  # type: ignore[attr-defined]
                 raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
-            return _CFill(fill)
-        return super().check_fill(fill)
+            item = (_native.CFILL, ctypes.cast(fill, c_void_p).value, _c_arg(arg), 0)
+        elif callable(fill):
+            return (_native.PY, fill, arg) if self.native else (fill, arg)
+        else:
+            raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")
+        if self.native:
+            return item
+        # The pure path runs everything on the submit thread.
+        kind = item[0]
+        if kind == _native.LAUNCH:
+            return (_launch_fill, fill)
+        if kind == _native.GRAPH:
+            return (_graph_fill, fill)
+        if kind == _native.CFILL:
+            return (_CFill(FILL(item[1])), item[2])
+        return (fill, None)
 
+    # -- the submit thread ---------------------------------------------------------
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
         stream = self._streams[qi]
         if type(fill) is _CFill:
-            rc = fill.fn(stream, _c_arg(arg), v)
-        else:
-            rc = fill(stream, arg, v)
-            if rc is None:
-                return
-            if not isinstance(rc, int) or isinstance(rc, bool):
-                raise ArigTypeError(f"fill returned {rc!r}; a fill returns None/0 or a CUresult")
-        if rc:
-            raise CudaError.of(rc, f"fill of value {v}")
+            rc = fill.fn(stream, arg, v)
+            if rc:
+                raise CudaError.of(rc, f"C fill of value {v}")
+            return
+        assert self.completion is not None
+        self.completion.call_fill(stream, fill, arg, v)
 
     def mark(self, qi: int, v: int) -> None:
-        # The GPU writes v once the fill's work is done: no host function, no
-        # stream stall.  Progress shows between the burst's host functions
-        # (the waiter and the loop read the word), also to the hang watchdog.
-        if self._memops:
-            check(lib.cuStreamWriteValue64_v2(self._streams[qi], self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
-        self._marked[qi] = v
+        pass
 
     def signal(self, qi: int, v: int) -> None:
-        if self._helper is not None:
-            check(lib.cuLaunchHostFunc(self._streams[qi], self._hostfn, ctypes.addressof(self._sigs[qi])), "cuLaunchHostFunc")
-        else:
-            if not self._memops:
-                self._fallback[qi].append(v)
-            check(lib.cuLaunchHostFunc(self._streams[qi], _SEM_POST, ctypes.addressof(self._sems[qi])), "cuLaunchHostFunc")
-        idle = self._seen[qi] >= self._signalled[qi]  # the waiter may be in its long idle sleep
-        self._signalled[qi] = v
-        latency = self._spin_s > 0 and self._memops and v - self._seen[qi] <= SPIN_OUTSTANDING
-        if latency and self._helper is not None and self._est[qi] < SHORT_SPIN:
-            latency = False
-            if self._spin_here(qi, v):  # short work: watched here rather than by the waiter
-                return  # done and told: nothing outstanding for the waiter to poll
-        if latency:
-            self._kick_v[qi] = v
-            self._kick_t[qi] = time.perf_counter()
-            self._kicks[qi] += 1
-        if latency or idle:
-            _libc.sem_post(self._sems[qi])  # the waiter spins (_spin) or starts polling for faults
-
-    def _spin_here(self, qi: int, v: int) -> bool:
-        """The submit thread watches a completion predicted within ``SHORT_SPIN``
-        (in C, without the GIL), saving the waiter thread's wake-up."""
-        t_kick, est = time.perf_counter(), self._est[qi]
-        sig, word = self._sigs[qi], self._word_views[qi]
-        window = est + self._spin_s
-        assert self._helper is not None
-        got = self._helper.arig_spin(ctypes.addressof(word), v - 1, int(window * 1e9), self._efd, ctypes.addressof(sig) + 8)
-        if got >= v:
-            self.spin_stats[0] += 1
-            d = sig.t_ns * 1e-9 - t_kick
-            self._est[qi] = d if est == 0.0 else 0.8 * est + 0.2 * d
-            return True
-        self.spin_stats[1] += 1
-        self._est[qi] = max(est, window)
-        return False
-
-    # -- the waiter thread ---------------------------------------------------------
-    def _wait_loop(self, qi: int) -> None:
-        """Poll for asynchronous faults while work is outstanding; spin after a
-        latency-mode kick; without the helper, also report completions."""
-        _name_thread(f"arig-wait-{qi}")
-        lib.cuCtxSetCurrent(self.ctx)
-        _relaxed_capture_mode()  # its cuStreamQuery must not invalidate a user's GLOBAL capture
-        _libc.prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0)  # µs-precise timed waits for the spin's sleep
-        sem = ctypes.addressof(self._sems[qi])
-        stream = self._streams[qi]
-        ts = _Timespec()
-        kicks = 0
-        helper = self._helper is not None
-        while not self._closing:
-            k = self._kicks[qi]
-            if k != kicks:  # checked before sleeping: a spin's own sleep may have taken the kick's post
-                kicks = k
-                if self._kick_v[qi] > self._seen[qi]:
-                    self._spin(qi, sem, ts)
-                if not helper:
-                    self._report_fallback(qi, False)
-                continue
-            outstanding = self._seen[qi] < self._marked[qi]
-            woke = _sem_wait(sem, ts, FAULT_POLL if outstanding else IDLE_POLL)
-            if self._closing:
-                return
-            if not helper:
-                self._report_fallback(qi, woke)
-            if not woke and self._seen[qi] < self._marked[qi]:
-                rc = lib.cuStreamQuery(stream)
-                if rc not in (0, CUDA_ERROR_NOT_READY):
-                    self.timeline.fail_threadsafe(CudaError.of(rc, f"work on queue {qi} of {self.name} (found by cuStreamQuery)"))
-                    return
-                if helper and self._word_views[qi].value > self._seen[qi]:
-                    os.eventfd_write(self._efd, 1)  # progress between host functions: let the loop read it
-
-    def _report_fallback(self, qi: int, woke: bool) -> None:
-        if self._memops:
-            v = self._word_views[qi].value
-        elif woke and self._fallback[qi]:
-            v = self._fallback[qi].popleft()
-        else:
-            return
-        if v > self._seen[qi]:
-            self._seen[qi] = v
-            self.timeline.report(qi, v)
-
-    def _spin(self, qi: int, sem: int, ts: _Timespec) -> None:
-        """Watch the timeline word around the predicted completion of a short queue.
-
-        A host function runs 25-55 µs after the work it follows; the GPU's
-        own write of the word is seen at once.  So while one or two values are
-        outstanding, sleep until shortly before the completion predicted from
-        earlier ones, then watch the word for at most ``spin_us``: in C without
-        the GIL where the helper is built (it wakes the loop's eventfd itself),
-        else in Python yielding the CPU between reads.  A miss moves the
-        prediction past the window; the host function stays the backstop.
-        """
-        target, t_kick, est = self._kick_v[qi], self._kick_t[qi], self._est[qi]
-        word = self._word_views[qi]
-        now = time.perf_counter()
-        start = t_kick + est - SPIN_LEAD
-        wake_at = start - self._oversleep[qi]  # timed waits end late, on a VM by tens of µs
-        if wake_at - now > SPIN_LEAD:
-            if not _sem_wait(sem, ts, wake_at - now):  # a post (the next kick, a host function) ends it early
-                now = time.perf_counter()
-                self._oversleep[qi] = 0.8 * self._oversleep[qi] + 0.2 * max(0.0, now - wake_at)
-            now = time.perf_counter()
-        if word.value >= target:  # done before the window opened: predict earlier next time
-            self._est[qi] = max(0.0, est - max(2e-6, 0.05 * est))
-            self.spin_stats[2] += 1
-            if self._seen[qi] < target:  # tell the loop now, not when the host function runs
-                if self._helper is not None:
-                    self._sigs[qi].t_ns = time.perf_counter_ns()
-                    os.eventfd_write(self._efd, 1)
-                else:
-                    self._report_fallback(qi, False)
-            return
-        end = max(now, start) + self._spin_s
-        if self._helper is not None:
-            sig = self._sigs[qi]
-            v = self._helper.arig_spin(ctypes.addressof(word), target - 1, int((end - now) * 1e9), self._efd, ctypes.addressof(sig) + 8)
-            hit, seen_at = v >= target, sig.t_ns * 1e-9
-        else:
-            while True:
-                v = word.value
-                if v >= target or now > end or self._closing:
-                    break
-                os.sched_yield()
-                now = time.perf_counter()
-            hit, seen_at = v >= target, now
-            if v > self._seen[qi]:
-                self._seen[qi] = v
-                self.timeline.report(qi, v, now)
-        self.spin_stats[0 if hit else 1] += 1
-        if hit:
-            d = seen_at - t_kick
-            self._est[qi] = d if est == 0.0 else 0.8 * est + 0.2 * d
-        else:
-            self._est[qi] = max(est, end - t_kick)
+        assert self.completion is not None
+        self.completion.signal(qi, v)
 
     # -- memory ------------------------------------------------------------------
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
@@ -591,7 +415,7 @@ class CudaBackend(Backend):
             lib.cuMemFreeHost(addr)
 
     def copy_fill(self, buf: Buffer, array: np.ndarray, to_device: bool) -> tuple[Any, Any]:
-        return (_h2d if to_device else _d2h), (buf.address, array.ctypes.data, array.nbytes)
+        return _Copy(to_device, buf.address, array.ctypes.data, array.nbytes), None
 
     # -- images ------------------------------------------------------------------
     def load(self, image: bytes) -> Image:
@@ -637,22 +461,22 @@ class CudaBackend(Backend):
     # -- the end -------------------------------------------------------------------
     def close(self) -> None:
         self.record._stop()  # graph calls in flight finish first; later ones are refused
-        self._closing = True
-        for sem in self._sems:
-            _libc.sem_post(sem)
-        for t in self._waiters:
-            t.join(timeout=2.0)
+        if self.completion is not None:
+            self.completion.stop_thread()  # nothing is enqueued after this
         # Work still queued (after a hang, a stop timeout or an abandoned device)
         # runs once the GPU gets to it whenever the context outlives this device
         # (a loaded image's GPU state or another library holds it): it writes the
-        # timeline words and sem_posts the semaphores.  Those are never freed.
+        # timeline words and runs host functions.  Those are never freed.
         if self.lost_cause() is None:
             for st in self._streams:  # only trailing host functions can remain: let them run
                 lib.cuStreamSynchronize(st)
         queried = [lib.cuStreamQuery(st) for st in self._streams]
-        if any(rc != 0 for rc in queried):
-            _ORPHANS.append((self._words, self._sems, getattr(self, "_sigs", None), self._efd))
-            self._words, self._sems, self._efd = 0, [], -1  # the eventfd stays open too: never reused
+        idle = all(rc == 0 for rc in queried)
+        if self.completion is not None:
+            self.completion.close(idle)
+        if not idle:
+            _ORPHANS.append((self._words,))
+            self._words = 0
         if CUDA_ERROR_NOT_READY in queried:
             # Work that hung is still running: cuMemFree and the context's last
             # release would wait for it (libcuda synchronizes both), so stop
@@ -661,7 +485,6 @@ class CudaBackend(Backend):
             self._live.clear()
             self.ctx = 0
         self._release()
-        self._closed = True
 
     def _release(self) -> None:
         """Give back everything; errors of a faulted context are ignored."""
@@ -673,11 +496,11 @@ class CudaBackend(Backend):
         for m in list(self._images):  # unloaded at the GPU's next reclaim, not here:
             self._images.discard(m)  # stopping alone calls no CUDA destructor (seed)
             self.gpu.release_module(m)
+        if self.completion is not None and self.completion.open:
+            self.completion.close(True)  # a failed open: nothing was enqueued
         if self._words:
             lib.cuMemFreeHost(self._words)
             self._words = 0
-        for sem in self._sems:
-            _libc.sem_destroy(sem)
         lib.cuCtxSetCurrent(None)
         if self.ctx:
             lib.cuDevicePrimaryCtxRelease_v2(self.cudev)
@@ -694,18 +517,6 @@ class _Release:
 
     def __call__(self) -> None:
         self.post(self.fn, self.handle)
-
-
-def _h2d(stream: int, arg: tuple[int, int, int], v: int) -> int:
-    return lib.cuMemcpyHtoDAsync_v2(arg[0], arg[1], arg[2], stream)
-
-
-def _d2h(stream: int, arg: tuple[int, int, int], v: int) -> int:
-    return lib.cuMemcpyDtoHAsync_v2(arg[1], arg[0], arg[2], stream)
-
-
-#: CUfunction -> its parameters as (offset, size), for checking argument buffers off the driver.
-_LAYOUTS: dict[int, tuple[tuple[int, int], ...]] = {}
 
 
 def _enumerate(module: int) -> tuple[dict[str, int], dict[str, tuple[tuple[int, int], ...]]]:
@@ -733,9 +544,3 @@ def _enumerate(module: int) -> tuple[dict[str, int], dict[str, tuple[tuple[int, 
             layout.append((off.value, size.value))
         layouts[name] = tuple(layout)
     return names, layouts
-
-
-def layout_of(func: int) -> tuple[tuple[int, int], ...] | None:
-    """The parameter layout of a loaded CUfunction, recorded at load (None if unknown)."""
-    return _LAYOUTS.get(func)
-

@@ -17,10 +17,18 @@ import numpy as np
 
 from .._errors import ArigTypeError, ArigValueError
 from .._memory import Buffer
-from ._device import layout_of
+from .._native import LaunchRecord
 from ._lib import lib
 
-__all__ = ["pack", "check_args", "Launch", "dims"]
+__all__ = ["pack", "check_args", "Launch", "dims", "layout_of"]
+
+#: CUfunction -> its parameters as (offset, size), recorded when a device loads its image.
+_LAYOUTS: dict[int, tuple[tuple[int, int], ...]] = {}
+
+
+def layout_of(func: int) -> tuple[tuple[int, int], ...] | None:
+    """The parameter layout of a loaded CUfunction, recorded at load (None if unknown)."""
+    return _LAYOUTS.get(func)
 
 _END, _BUFFER_POINTER, _BUFFER_SIZE = 0, 1, 2
 _U32 = (1 << 32) - 1
@@ -77,12 +85,17 @@ def dims(value: Any, what: str) -> tuple[int, int, int]:
 
 
 class Launch:
-    """A prepared ``cuLaunchKernel``: build once, call from fills as ``launch(stream)``.
+    """A prepared ``cuLaunchKernel``: build once, then submit it.
 
-    Calling returns the CUresult, so a fill can ``return launch(queue)``.
+    ``await dev.submit(launch)`` hands it to the device's native thread,
+    which launches it without Python (the fast path).  From a Python fill,
+    ``launch(stream)`` launches it there and returns the CUresult, so a fill
+    can ``return launch(queue)``.  Do not change a Launch (``set_args``)
+    while a submission of it is pending: the launch reads its arguments when
+    it runs, not when it was submitted.
     """
 
-    __slots__ = ("func", "grid", "block", "shared", "_args", "_size", "_extra")
+    __slots__ = ("func", "grid", "block", "shared", "_args", "_size", "_extra", "_rec", "_addr", "__weakref__")
     _extra: Any
 
     def __init__(self, func: int, grid: Any, block: Any, args: bytes = b"", shared: int = 0) -> None:
@@ -94,6 +107,9 @@ class Launch:
         if not 0 <= shared <= _U32:
             raise ArigValueError(f"shared must be in 0..2**32-1, got {shared}")
         self.shared = shared
+        g, b = self.grid, self.block
+        self._rec = LaunchRecord(func, (g[0], g[1], g[2]), (b[0], b[1], b[2]), shared, 0, None)
+        self._addr = ctypes.addressof(self._rec)
         self.set_args(args)
 
     def set_args(self, args: bytes) -> None:
@@ -105,6 +121,7 @@ class Launch:
             self._extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(self._args), _BUFFER_SIZE, ctypes.addressof(self._size), _END)
         else:
             self._extra = None
+        self._rec.extra = None if self._extra is None else ctypes.addressof(self._extra)
 
     def __call__(self, stream: int) -> int:
         g, b = self.grid, self.block

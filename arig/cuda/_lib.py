@@ -15,14 +15,19 @@ import threading
 from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
+from .. import _env
 from .._errors import ArigError
 
-__all__ = ["lib", "check", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "error_name", "KERNEL_NODE_PARAMS"]
+__all__ = ["FILL", "lib", "check", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "error_name", "KERNEL_NODE_PARAMS"]
 
 CUresult = c_int
 CUdevice = c_int
 CUdeviceptr = c_uint64
 HANDLE = c_void_p  # CUcontext, CUstream, CUmodule, CUfunction, CUgraph, ...
+
+
+#: The prototype of a C fill: ``int fill(void *queue, void *arg, uint64_t v)``.
+FILL = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p, c_uint64)
 
 
 class CudaUnavailable(ArigError):
@@ -142,12 +147,26 @@ _PROTOS: dict[str, tuple[Any, tuple[Any, ...]]] = {
 
 
 class _Lib:
-    """The loaded libcuda; attributes are its functions with their prototypes."""
+    """The way to libcuda: its functions, with their prototypes, as attributes.
+
+    The one driver seam: ``swap(impl)`` puts another implementation (the
+    fake libcuda of ``arig.testing``) in place of the loaded library for every
+    module at once, and ``swap(None)`` puts libcuda back.
+    """
 
     def __init__(self) -> None:
         self._dll: ctypes.CDLL | None = None
         self._lock = threading.Lock()
         self._failed: str | None = None
+        self._impl: Any = None
+
+    def swap(self, impl: Any) -> Any:
+        """Use ``impl`` (None: libcuda) from now on; return the one in use before."""
+        old, self._impl = self._impl, impl
+        for name in [n for n in self.__dict__ if n in _PROTOS]:
+            del self.__dict__[name]  # bound functions of the library in use before
+        _NAMES.clear()
+        return old
 
     def dll(self) -> ctypes.CDLL:
         if self._dll is None:
@@ -155,7 +174,7 @@ class _Lib:
                 if self._dll is None:
                     if self._failed:
                         raise CudaUnavailable(self._failed)
-                    name = os.environ.get("ARIG_LIBCUDA", "libcuda.so.1")
+                    name = _env.LIBCUDA
                     try:
                         self._dll = ctypes.CDLL(name)
                     except OSError as exc:
@@ -164,6 +183,8 @@ class _Lib:
         return self._dll
 
     def has(self, name: str) -> bool:
+        if self._impl is not None:
+            return bool(self._impl.has(name))
         try:
             getattr(self.dll(), name)
             return True
@@ -171,7 +192,9 @@ class _Lib:
             return False
 
     def address(self, name: str) -> int | None:
-        """The address of exported function ``name``, or None."""
+        """The address of exported function ``name`` (a C-callable thunk for a fake), or None."""
+        if self._impl is not None:
+            return self._impl.address(name)  # type: ignore[no-any-return]
         try:
             f = getattr(self.dll(), name)
         except AttributeError:
@@ -182,6 +205,8 @@ class _Lib:
         proto = _PROTOS.get(name)
         if proto is None:
             raise AttributeError(name)
+        if self._impl is not None:
+            return getattr(self._impl, name)
         try:
             f = getattr(self.dll(), name)
         except AttributeError:
@@ -194,25 +219,43 @@ class _Lib:
 lib = _Lib()
 
 
-def _error_string(code: int) -> str:
+#: CUresult -> (name, text), filled off the event loop so that the loop can name a fault without a driver call.
+_NAMES: dict[int, tuple[str, str]] = {}
+#: The CUresult codes libcuda defines (CUDA 13), named ahead by ``prefetch_error_names``.
+_KNOWN = (*range(0, 9), 34, 46, 100, 101, 102, *range(200, 228), *range(300, 305), 400, 401, 500, 600, *range(700, 722), *range(800, 831), *range(900, 916), 999)
+
+
+def _lookup(fn: str, code: int) -> str:
     s = c_char_p()
     try:
-        if lib.cuGetErrorString(code, byref(s)) == 0 and s.value:
+        if getattr(lib, fn)(code, byref(s)) == 0 and s.value:
             return s.value.decode()
     except ArigError:
         pass
     return ""
 
 
+def _names(code: int) -> tuple[str, str]:
+    got = _NAMES.get(code)
+    if got is None:
+        got = _NAMES[code] = (_lookup("cuGetErrorName", code) or f"CUresult {code}", _lookup("cuGetErrorString", code))
+    return got
+
+
+def prefetch_error_names() -> None:
+    """Ask the driver for every known code's name once (not on the event loop)."""
+    if len(_NAMES) < len(_KNOWN):
+        for code in _KNOWN:
+            _names(code)
+
+
+def _error_string(code: int) -> str:
+    return _names(code)[1]
+
+
 def error_name(code: int) -> str:
     """``cuGetErrorName`` of ``code`` (e.g. CUDA_ERROR_ILLEGAL_ADDRESS)."""
-    s = c_char_p()
-    try:
-        if lib.cuGetErrorName(code, byref(s)) == 0 and s.value:
-            return s.value.decode()
-    except ArigError:
-        pass
-    return f"CUresult {code}"
+    return _names(code)[0]
 
 
 def check(rc: int, what: str) -> None:

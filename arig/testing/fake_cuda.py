@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from functools import partialmethod
 from typing import Any, NamedTuple
 
-from .. import cuda_abi
-from ..cuda import _device, _gpu, _launch, capture
+from ..cuda import _gpu, _launch
 from ..cuda import _lib as lib_module
 from ..cuda._lib import _PROTOS, KERNEL_NODE_PARAMS, CudaUnavailable
 
@@ -178,7 +177,10 @@ class FakeCuda:
         self.contexts: dict[int, _Context] = {}
         self.streams: dict[int, _Stream] = {}
         self._cond = threading.Condition(threading.RLock())  # guards everything
-        self._tls = threading.local()  # .ctx: the handle of the calling thread's current context
+        # Each OS thread's current context handle, by thread id: a native thread
+        # calls through ctypes callbacks, whose Python thread state (and so any
+        # threading.local) lives only for one call.
+        self._cur: dict[int, int] = {}
         self._primary: dict[int, _Context] = {}
         self.ctx_flags: dict[int, int] = {}  # per GPU: the primary context's CU_CTX_* flags
         self._memory: dict[int, _Alloc] = {}
@@ -218,19 +220,18 @@ class FakeCuda:
 
     @contextmanager
     def installed(self) -> Iterator[FakeCuda]:
-        """Be ``lib`` in every arig module that binds it, with fresh process-wide CUDA
+        """Be libcuda for arig (``arig.cuda._lib.lib.swap``), with fresh process-wide CUDA
         state (GPU states, kernel layouts); restore everything and shut down on exit."""
-        mods = (lib_module, _device, _gpu, _launch, cuda_abi, capture)
-        saved = [vars(m)["lib"] for m in mods], _gpu._states, _device._LAYOUTS
-        for m in mods:
-            vars(m)["lib"] = self
-        _gpu._states, _device._LAYOUTS = {}, {}
+        saved = lib_module.lib.swap(self), _gpu._states, dict(_launch._LAYOUTS)
+        _gpu._states = {}
+        _launch._LAYOUTS.clear()
         try:
             yield self
         finally:
-            for m, old in zip(mods, saved[0]):
-                vars(m)["lib"] = old
-            _gpu._states, _device._LAYOUTS = saved[1], saved[2]
+            lib_module.lib.swap(saved[0])
+            _gpu._states = saved[1]
+            _launch._LAYOUTS.clear()
+            _launch._LAYOUTS.update(saved[2])
             self.shutdown()
 
     def shutdown(self) -> None:
@@ -282,7 +283,7 @@ class FakeCuda:
             return rc
 
     # -- helpers (lock held) ----------------------------------------------------------
-    def _current(self) -> _Context: return self._usable(self.contexts.get(getattr(self._tls, "ctx", 0)), 201)
+    def _current(self) -> _Context: return self._usable(self.contexts.get(self._cur.get(threading.get_ident(), 0)), 201)
 
     def _find(self, addr: int, n: int, kinds: Sequence[str] = ("device", "mapped")) -> _Alloc | None:
         return next((a for base, a in self._memory.items() if base <= addr and addr + n <= base + a.size and a.kind in kinds), None)
@@ -300,7 +301,7 @@ class FakeCuda:
     def _stream(self, h: Any, enqueue: bool = False) -> _Stream:
         s = self._get(self.streams, h)
         self._usable(s.ctx)
-        _fail_if(s.destroyed or (enqueue and getattr(self._tls, "ctx", 0) != s.ctx.handle), 400 if s.destroyed else 201)  # work is enqueued with the stream's context current
+        _fail_if(s.destroyed or (enqueue and self._cur.get(threading.get_ident(), 0) != s.ctx.handle), 400 if s.destroyed else 201)  # work is enqueued with the stream's context current
         return s
 
     def _enqueue(self, s: _Stream, item: Callable[[], Any]) -> None:
@@ -419,7 +420,7 @@ class FakeCuda:
     def _cuDeviceTotalMem_v2(self, p: Any, dev: int) -> None: _put(p, c_size_t, self._spec(dev).memory)
     def _cuGetErrorName(self, code: int, p: Any) -> None: self._cstr(p, ERRORS.get(code, ("",))[0])
     def _cuGetErrorString(self, code: int, p: Any) -> None: self._cstr(p, ERRORS.get(code, ("", ""))[1])
-    def _cuCtxGetCurrent(self, p: Any) -> None: _put(p, c_void_p, getattr(self._tls, "ctx", 0) or None)
+    def _cuCtxGetCurrent(self, p: Any) -> None: _put(p, c_void_p, self._cur.get(threading.get_ident(), 0) or None)
     def _cuStreamQuery(self, h: Any) -> int: return 600 if self._stream(h).items else 0
     def _cuMemHostAlloc(self, p: Any, n: int, flags: int) -> None: self._cuMemAlloc_v2(p, n, "mapped" if flags & 2 else "host", c_void_p)
     def _cuMemcpyHtoDAsync_v2(self, dst: int, src: Any, n: int, h: Any) -> None: self._copy(h, dst, _addr(src), n, dst)
@@ -475,7 +476,7 @@ class FakeCuda:
 
     def _cuCtxSetCurrent(self, h: Any) -> None:
         _fail_if(_addr(h) and _addr(h) not in self.contexts, 201)
-        self._tls.ctx = _addr(h)  # a handle: the primary context made anew under it is current too
+        self._cur[threading.get_ident()] = _addr(h)  # a handle: the primary context made anew under it is current too
 
     # streams
     def _cuStreamCreate(self, p: Any, flags: int) -> None:

@@ -1,0 +1,34 @@
+"""Every ``ARIG_*`` environment variable arig reads, in one place.
+
+Read at import; tests change the attributes (``monkeypatch.setattr``), and
+the code reads them through this module at the moment it decides (an open,
+a load), never caches them elsewhere.
+
+| variable | effect |
+|---|---|
+| ``ARIG_PURE=1`` | run the pure-Python submit and completion path instead of the native core |
+| ``ARIG_NO_MEMOPS=1`` | never use stream memory operations: completions come from host functions only |
+| ``ARIG_LIBCUDA=path`` | the libcuda to load (default ``libcuda.so.1``) |
+| ``ARIG_GPU_REQUIRED=1`` | tests: fail, rather than skip, GPU tests where no GPU opens |
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["PURE", "NO_MEMOPS", "LIBCUDA", "GPU_REQUIRED", "describe"]
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+PURE: bool = _flag("ARIG_PURE")
+NO_MEMOPS: bool = _flag("ARIG_NO_MEMOPS")
+LIBCUDA: str = os.environ.get("ARIG_LIBCUDA") or "libcuda.so.1"
+GPU_REQUIRED: bool = _flag("ARIG_GPU_REQUIRED")
+
+
+def describe() -> dict[str, object]:
+    """The variables' values as arig sees them (``arig info``)."""
+    return {"ARIG_PURE": PURE, "ARIG_NO_MEMOPS": NO_MEMOPS, "ARIG_LIBCUDA": LIBCUDA, "ARIG_GPU_REQUIRED": GPU_REQUIRED}

@@ -1,0 +1,293 @@
+"""The native core (``core.c``): a device's submit and completion thread in C.
+
+The library is plain C (no Python headers), built when arig is installed
+(``pip install .`` compiles it as an optional extension) and loaded here
+with ctypes.  Where it was not built (no C compiler) or ``ARIG_PURE=1``,
+``library()`` returns None and devices use the pure-Python path; ``status()``
+says which is active and why.
+
+Which thread may call what (see ``core.c`` for the C side):
+
+* the event loop: ``Core.push``, ``pending``, ``want_space``, ``arm``,
+  ``reached``, ``fault``, ``due``, and ``loop_spin``; these go through
+  ``ctypes.PyDLL``, which keeps the GIL: each takes well under a
+  microsecond, and releasing the GIL for it would let another thread take
+  it in between;
+* the device's Python submit thread: ``Core.create``, ``py_begin`` (blocks,
+  through ``ctypes.CDLL``: the GIL is released), ``py_end``, ``close``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import hashlib
+import os
+import sys
+import threading
+from ctypes import c_int, c_int32, c_int64, c_uint32, c_uint64, c_void_p, POINTER
+from typing import Any
+
+from .. import _env
+
+__all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS"]
+
+ABI = 1
+CFILL, LAUNCH, GRAPH, H2D, D2H, PY = 1, 2, 3, 4, 5, 6
+#: Counters of ``Core.stats()``, in order.
+STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries")
+#: A Python fill that raised: it reports its own exception to the timeline.
+PY_FAILED = -1
+
+_DIR = os.path.dirname(os.path.abspath(__file__))
+_lock = threading.Lock()
+_libs: tuple[ctypes.PyDLL, ctypes.CDLL] | None = None
+_why: str | None = None
+_path: str | None = None
+_tried = False
+
+
+class CudaTable(ctypes.Structure):
+    """``struct arig_cuda``: the libcuda functions the native thread calls (addresses)."""
+
+    _fields_ = [
+        (name, c_void_p)
+        for name in (
+            "ctx_set_current", "launch_kernel", "write_value64", "launch_host_func", "stream_query",
+            "graph_launch", "memcpy_htod", "memcpy_dtoh", "exchange_capture_mode",
+        )
+    ]  # fmt: skip
+
+    #: field -> the libcuda symbol it holds.
+    SYMBOLS = {
+        "ctx_set_current": "cuCtxSetCurrent",
+        "launch_kernel": "cuLaunchKernel",
+        "write_value64": "cuStreamWriteValue64_v2",
+        "launch_host_func": "cuLaunchHostFunc",
+        "stream_query": "cuStreamQuery",
+        "graph_launch": "cuGraphLaunch",
+        "memcpy_htod": "cuMemcpyHtoDAsync_v2",
+        "memcpy_dtoh": "cuMemcpyDtoHAsync_v2",
+        "exchange_capture_mode": "cuThreadExchangeStreamCaptureMode",
+    }
+
+
+class LaunchRecord(ctypes.Structure):
+    """``struct arig_launch``: a prepared kernel launch that the native thread reads."""
+
+    _fields_ = [
+        ("func", c_void_p),
+        ("grid", c_uint32 * 3),
+        ("block", c_uint32 * 3),
+        ("shared", c_uint32),
+        ("pad", c_uint32),
+        ("extra", c_void_p),
+    ]
+
+
+def _source_hash() -> str:
+    try:
+        with open(os.path.join(_DIR, "core.c"), "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError:
+        return ""
+
+
+def _candidates() -> list[str]:
+    """Built libraries: beside this file first, then arig's installed copy (a
+    source checkout run from its root imports its own ``arig`` package, while
+    ``pip install .`` built the library into site-packages)."""
+    dirs = [_DIR]
+    for entry in sys.path:
+        d = os.path.join(entry or ".", "arig", "_native")
+        if os.path.abspath(d) != _DIR and os.path.isdir(d):
+            dirs.append(d)
+    out = []
+    for d in dirs:
+        for pattern in ("_arig_core*.so", "_arig_core*.pyd", "_arig_core*.dylib"):
+            out += sorted(glob.glob(os.path.join(d, pattern)))
+    return out
+
+
+def _find() -> str | None:
+    return _path
+
+
+def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
+    fast = ctypes.PyDLL(path)  # loop-side: the GIL stays held
+    slow = ctypes.CDLL(path)  # blocking: the GIL is released
+    P = c_void_p
+    protos: dict[str, tuple[Any, tuple[Any, ...]]] = {
+        "arig_core_abi": (c_int, ()),
+        "arig_core_sizeof_cuda": (ctypes.c_size_t, ()),
+        "arig_core_sizeof_launch": (ctypes.c_size_t, ()),
+        "arig_core_create": (P, (P, P, c_int, P, P, P, c_int, c_int, c_uint64, c_int64, c_int64, c_int64, c_int)),
+        "arig_core_start": (c_int, (P,)),
+        "arig_core_push": (c_int, (P, c_uint32, c_uint32, c_uint64, c_uint64, c_uint64, c_uint64)),
+        "arig_core_pending": (c_uint64, (P,)),
+        "arig_core_want_space": (None, (P,)),
+        "arig_core_arm": (None, (P,)),
+        "arig_core_reached": (c_uint64, (P, c_int, POINTER(c_uint64))),
+        "arig_core_fault": (c_int32, (P, POINTER(c_uint32), POINTER(c_uint64))),
+        "arig_core_due": (c_uint64, (P,)),
+        "arig_core_loop_spin": (c_int, (P, P, c_int64)),
+        "arig_core_py_begin": (c_int, (P, c_uint64)),
+        "arig_core_py_end": (None, (P, c_uint64, c_int32)),
+        "arig_core_stop": (None, (P,)),
+        "arig_core_abort": (None, (P,)),
+        "arig_core_destroy": (None, (P,)),
+        "arig_core_stats": (None, (P, P, c_int)),
+        "arig_spin_word": (c_uint64, (P, c_uint64, c_int64)),
+    }
+    for lib in (fast, slow):
+        for name, (res, args) in protos.items():
+            f = getattr(lib, name)
+            f.restype, f.argtypes = res, args
+    fast.arig_core_source.restype = ctypes.c_char_p
+    built_from = (fast.arig_core_source() or b"").decode()
+    if built_from != _source_hash():
+        raise OSError(f"{path} was built from another core.c ({built_from}, this one is {_source_hash()}): rebuild it (pip install .)")
+    if fast.arig_core_abi() != ABI:
+        raise OSError(f"{path} speaks core ABI {fast.arig_core_abi()}, arig needs {ABI}: reinstall arig")
+    if fast.arig_core_sizeof_cuda() != ctypes.sizeof(CudaTable) or fast.arig_core_sizeof_launch() != ctypes.sizeof(LaunchRecord):
+        raise OSError(f"{path} was built for other structure layouts: reinstall arig")
+    return fast, slow
+
+
+def library() -> tuple[ctypes.PyDLL, ctypes.CDLL] | None:
+    """The native core's (loop-side, blocking) bindings, or None: see ``status()``."""
+    global _libs, _why, _tried
+    if _env.PURE:
+        return None
+    with _lock:
+        if not _tried:
+            global _path
+            _tried = True
+            reasons = []
+            for path in _candidates():
+                try:
+                    _libs, _path = _bind(path), path
+                    break
+                except (OSError, AttributeError) as exc:
+                    reasons.append(str(exc))
+            if _libs is None:
+                _why = "; ".join(reasons) or "the native core was not built (no C compiler at install?): reinstall arig with a C compiler"
+        return _libs
+
+
+def status() -> str:
+    """Which submit and completion path devices take, and why."""
+    if _env.PURE:
+        return "pure Python (ARIG_PURE=1)"
+    if library() is not None:
+        return f"native ({_find()})"
+    return f"pure Python ({_why})"
+
+
+class Core:
+    """One device's native core: its ring, its thread and its lanes.
+
+    Made and closed on the device's Python submit thread; see the module
+    docstring for which thread calls which method.
+    """
+
+    def __init__(
+        self,
+        table: CudaTable,
+        ctx: int,
+        streams: list[int],
+        words: list[int],
+        word_devs: list[int],
+        memops: bool,
+        efd: int,
+        spin_ns: int,
+        idle_ns: int,
+        lead_ns: int = 15_000,
+        prewake: bool = True,
+        cap: int = 1 << 16,
+    ) -> None:
+        libs = library()
+        if libs is None:
+            raise RuntimeError(status())
+        self._fast, self._slow = libs
+        n = len(streams)
+        self._table = table  # the core copies it, but thunks it points to must live
+        self._nlanes = n
+        arr = lambda t, xs: (t * n)(*xs)  # noqa: E731
+        ptr = self._fast.arig_core_create(
+            ctypes.byref(table), ctx, n, arr(c_void_p, streams), arr(c_uint64, words), arr(c_uint64, word_devs),
+            int(memops), efd, cap, spin_ns, idle_ns, lead_ns, int(prewake),
+        )  # fmt: skip
+        if not ptr:
+            raise MemoryError("arig_core_create failed")
+        self.ptr: int = ptr
+        self.cap = cap
+        self._t = c_uint64()
+        self._lane = c_uint32()
+        self._v = c_uint64()
+        self.seen = (c_uint64 * n)()  # the loop's view of each lane (loop_spin compares with it)
+        f = self._fast
+        self.push_fn = f.arig_core_push  # Device.submit calls it directly: push_fn(ptr, kind, lane, v, a, b, c)
+        self._pending, self._arm, self._reached, self._due = f.arig_core_pending, f.arig_core_arm, f.arig_core_reached, f.arig_core_due
+        self.started = False
+
+    def start(self) -> None:
+        rc = self._fast.arig_core_start(self.ptr)
+        if rc:
+            raise OSError(rc, "cannot start the native thread")
+        self.started = True
+
+    # -- loop thread ---------------------------------------------------------------
+    def pending(self) -> int:
+        return int(self._pending(self.ptr))
+
+    def want_space(self) -> None:
+        self._fast.arig_core_want_space(self.ptr)
+
+    def arm(self) -> None:
+        self._arm(self.ptr)
+
+    def reached(self, lane: int) -> tuple[int, int]:
+        """Lane ``lane``'s completed value and the CLOCK_MONOTONIC ns it was seen."""
+        v = self._reached(self.ptr, lane, ctypes.byref(self._t))
+        return int(v), int(self._t.value)
+
+    def fault(self) -> tuple[int, int, int] | None:
+        """(CUresult, lane, value) of the failure the native thread saw, or None."""
+        code = self._fast.arig_core_fault(self.ptr, ctypes.byref(self._lane), ctypes.byref(self._v))
+        return None if code == 0 else (int(code), int(self._lane.value), int(self._v.value))
+
+    def due(self) -> int:
+        """CLOCK_MONOTONIC ns of the soonest predicted completion (0: nothing in flight)."""
+        return int(self._due(self.ptr))
+
+    def loop_spin(self, ns: int) -> bool:
+        """Spin up to ``ns`` for progress past ``seen`` (the GIL is released: blocking binding)."""
+        return bool(self._slow.arig_core_loop_spin(self.ptr, self.seen, ns))
+
+    def abort(self) -> None:
+        """The device is lost elsewhere: the core runs nothing more (loop thread, non-blocking)."""
+        self._fast.arig_core_abort(self.ptr)
+
+    def stats(self) -> dict[str, int]:
+        out = (c_uint64 * len(STATS))()
+        self._fast.arig_core_stats(self.ptr, out, len(STATS))
+        return dict(zip(STATS, (int(x) for x in out)))
+
+    # -- the Python submit thread ---------------------------------------------------------
+    def py_begin(self, v: int) -> bool:
+        """Wait until the native thread reaches the Python fill of value ``v``; False: skip it."""
+        return self._slow.arig_core_py_begin(self.ptr, v) == 0
+
+    def py_end(self, v: int, rc: int) -> None:
+        self._fast.arig_core_py_end(self.ptr, v, rc)
+
+    def stop(self) -> None:
+        """Stop and join the native thread (the GIL is released meanwhile)."""
+        self._slow.arig_core_stop(self.ptr)
+
+    def destroy(self) -> None:
+        """Free the core: only once no host function can still run."""
+        if self.ptr:
+            self._slow.arig_core_destroy(self.ptr)
+            self.ptr = 0

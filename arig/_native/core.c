@@ -1,0 +1,689 @@
+/* arig's native core: a device's submit and completion thread, without Python.
+ *
+ * Plain C ABI, no Python.h: arig loads it with ctypes.  One core per device.
+ *
+ * Who calls what:
+ *   - the event-loop thread: arig_core_push, arig_core_arm, arig_core_reached,
+ *     arig_core_pending, arig_core_fault, arig_core_due, arig_core_loop_spin
+ *     (all non-blocking but the last, which spins for a bounded time);
+ *   - the Python submit thread (Python fills, open and close):
+ *     arig_core_create, arig_core_start, arig_core_py_begin (blocks),
+ *     arig_core_py_end, arig_core_stop (joins), arig_core_destroy;
+ *   - the core's own thread ("arig-native"): everything in run(); it is the
+ *     only thread that launches, copies or signals on the device's streams;
+ *   - libcuda's callback thread: hostfn() only (no CUDA call, no lock).
+ *
+ * Submission: the loop pushes fixed-size items into a single-producer
+ * single-consumer ring and wakes the native thread with a futex only if it
+ * announced that it sleeps (io_uring SQPOLL's need-wakeup flag).
+ *
+ * Completion: after each burst the native thread asks the GPU to write the
+ * burst's last value into the lane's word in mapped host memory
+ * (cuStreamWriteValue64).  Where stream memory operations are missing, a host
+ * function writes it instead (hword), after the GPU ran the work before it.
+ * Only the GPU and host functions ever write a completion: no wake-up, kick,
+ * timeout or poll is taken for one.  While work is in flight the native
+ * thread watches the words: a timed sleep (1 us timer slack) until shortly
+ * before the predicted completion, then a bounded spin; when the spin gives up
+ * a host function is enqueued as the backstop.  Progress is told to the loop
+ * by writing its eventfd, only while the loop is armed (libuv's
+ * uv_async_send coalescing); the loop re-arms with a full barrier and reads
+ * the words again, so no completion is lost between the two.
+ *
+ * Faults: after FAULT_CHECK_NS without progress the native thread asks
+ * cuStreamQuery of each busy lane, and publishes the first error code.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ARIG_CORE_ABI 1
+#define MAX_LANES 64
+#define BURST 32
+#define FAULT_CHECK_NS 20000000ull /* 20 ms without progress: ask the driver */
+#define PY_POLL_NS 50000ull        /* while a Python fill runs, look at the words this often */
+#define LONG_WORK_NS 50000.0       /* predicted longer than this: sleep before spinning */
+#define MIN_SLEEP_NS 15000ull
+#define HOSTFN_LAG_NS 40000ull     /* a host function runs about this long after the work before it */
+
+typedef int CUresult;
+typedef struct arig_cuda {
+    CUresult (*ctx_set_current)(void *ctx);
+    CUresult (*launch_kernel)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                              unsigned shared, void *stream, void **params, void **extra);
+    CUresult (*write_value64)(void *stream, uint64_t addr, uint64_t value, unsigned flags);
+    CUresult (*launch_host_func)(void *stream, void (*fn)(void *), void *user);
+    CUresult (*stream_query)(void *stream);
+    CUresult (*graph_launch)(void *exec, void *stream);
+    CUresult (*memcpy_htod)(uint64_t dst, const void *src, size_t n, void *stream);
+    CUresult (*memcpy_dtoh)(void *dst, uint64_t src, size_t n, void *stream);
+    CUresult (*exchange_capture_mode)(int *mode); /* may be NULL */
+} arig_cuda;
+
+/* A prepared kernel launch (arig.cuda.Launch keeps one). */
+typedef struct arig_launch {
+    void *func;
+    uint32_t grid[3], block[3], shared, pad;
+    void **extra;
+} arig_launch;
+
+enum { K_CFILL = 1, K_LAUNCH = 2, K_GRAPH = 3, K_H2D = 4, K_D2H = 5, K_PY = 6 };
+
+typedef struct item {
+    uint32_t kind, lane;
+    uint64_t v, a, b, c;
+} item_t;
+
+typedef int (*fill_fn)(void *queue, void *arg, uint64_t v);
+
+typedef struct lane {
+    void *stream;
+    volatile uint64_t *word; /* written by the GPU */
+    uint64_t word_dev;
+    _Atomic uint64_t hword;  /* written by host functions */
+    _Atomic uint64_t t_ns;   /* CLOCK_MONOTONIC when progress was last seen */
+    /* the native thread's own */
+    uint64_t pend, out, seen, backstop, t_sig, slept_for, t_look;
+    double est;
+} lane_t;
+
+enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_NSTATS };
+
+typedef struct core {
+    _Atomic uint64_t head;
+    char pad0[56];
+    _Atomic uint64_t tail;
+    char pad1[56];
+    _Atomic uint32_t armed, sleeping, fw, stop, space_wanted, pyw;
+    _Atomic int32_t fault;
+    _Atomic uint32_t fault_lane;
+    _Atomic uint64_t fault_v;
+    _Atomic uint64_t py_at, py_done;
+    _Atomic int32_t py_rc;
+    _Atomic uint64_t due; /* CLOCK_MONOTONIC of the soonest predicted completion, 0: none */
+    _Atomic uint32_t loop_spinning;
+    uint64_t cap;
+    item_t *ring;
+    int efd, nlanes, memops, prewake, started;
+    int64_t spin_ns, idle_ns, lead_ns;
+    void *ctx;
+    arig_cuda cu;
+    pthread_t th;
+    _Atomic uint64_t stats[S_NSTATS];
+    lane_t lanes[MAX_LANES];
+} core_t;
+
+typedef struct hrec {
+    core_t *c;
+    uint32_t lane;
+    uint64_t v;
+} hrec_t;
+
+static inline uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static long futex(_Atomic uint32_t *a, int op, uint32_t v, const struct timespec *ts) {
+    return syscall(SYS_futex, a, op, v, ts, 0, 0);
+}
+
+static inline void stat_add(core_t *c, int k) { atomic_fetch_add_explicit(&c->stats[k], 1, memory_order_relaxed); }
+
+/* Wake the loop if it is armed: at most one eventfd write per loop wake-up. */
+static void kick(core_t *c) {
+    if (atomic_exchange(&c->armed, 0)) {
+        uint64_t one = 1;
+        ssize_t r = write(c->efd, &one, sizeof one);
+        (void)r; /* EAGAIN: the counter is saturated, the loop is awake anyway */
+        stat_add(c, S_EFD_WRITES);
+    }
+}
+
+static void wake_native(core_t *c) {
+    if (atomic_load(&c->sleeping)) {
+        atomic_store(&c->sleeping, 0);
+        atomic_fetch_add(&c->fw, 1);
+        futex(&c->fw, FUTEX_WAKE_PRIVATE, 1, 0);
+        stat_add(c, S_FUTEX_WAKES);
+    }
+}
+
+static inline uint64_t lane_done(lane_t *l) {
+    uint64_t w = l->word ? *l->word : 0, h = atomic_load_explicit(&l->hword, memory_order_acquire);
+    return w > h ? w : h;
+}
+
+/* The host function: runs on libcuda's callback thread after the work before it. */
+static void hostfn(void *p) {
+    hrec_t *r = (hrec_t *)p;
+    core_t *c = r->c;
+    lane_t *l = &c->lanes[r->lane];
+    uint64_t v = r->v, h = atomic_load(&l->hword);
+    free(r);
+    while (h < v && !atomic_compare_exchange_weak(&l->hword, &h, v)) {
+    }
+    atomic_store(&l->t_ns, now_ns());
+    atomic_thread_fence(memory_order_seq_cst);
+    kick(c);
+    wake_native(c);
+}
+
+static void set_fault(core_t *c, int32_t code, uint32_t lane, uint64_t v) {
+    int32_t zero = 0;
+    if (atomic_compare_exchange_strong(&c->fault, &zero, code)) {
+        atomic_store(&c->fault_lane, lane);
+        atomic_store(&c->fault_v, v);
+    }
+    atomic_fetch_add(&c->pyw, 1);
+    futex(&c->pyw, FUTEX_WAKE_PRIVATE, 1 << 30, 0); /* a Python fill waiting at the gate */
+    atomic_thread_fence(memory_order_seq_cst);
+    atomic_store(&c->armed, 1); /* a fault is always told */
+    kick(c);
+}
+
+static int host_signal(core_t *c, int li, uint64_t v) {
+    hrec_t *r = malloc(sizeof *r);
+    if (!r)
+        return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    r->c = c;
+    r->lane = (uint32_t)li;
+    r->v = v;
+    CUresult rc = c->cu.launch_host_func(c->lanes[li].stream, hostfn, r);
+    if (rc)
+        free(r);
+    else
+        stat_add(c, S_HOSTFNS);
+    return rc;
+}
+
+/* End of a burst: have the GPU (or a host function) signal each lane's last value. */
+static void signal_lanes(core_t *c) {
+    uint64_t t = 0;
+    for (int i = 0; i < c->nlanes; i++) {
+        lane_t *l = &c->lanes[i];
+        if (l->pend <= l->out)
+            continue;
+        CUresult rc = c->memops ? c->cu.write_value64(l->stream, l->word_dev, l->pend, 0) : host_signal(c, i, l->pend);
+        if (rc) {
+            set_fault(c, rc, (uint32_t)i, l->pend);
+            return;
+        }
+        if (l->out <= l->seen)
+            l->t_sig = t ? t : (t = now_ns()); /* the lane was idle: a new prediction starts */
+        l->out = l->pend;
+        l->slept_for = 0;
+    }
+}
+
+static CUresult run_item(core_t *c, item_t *it) {
+    lane_t *l = &c->lanes[it->lane];
+    switch (it->kind) {
+    case K_CFILL:
+        return ((fill_fn)(uintptr_t)it->a)(l->stream, (void *)(uintptr_t)it->b, it->v);
+    case K_LAUNCH: {
+        arig_launch *k = (arig_launch *)(uintptr_t)it->a;
+        return c->cu.launch_kernel(k->func, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->shared,
+                                   l->stream, 0, k->extra);
+    }
+    case K_GRAPH:
+        return c->cu.graph_launch((void *)(uintptr_t)it->a, l->stream);
+    case K_H2D:
+        return c->cu.memcpy_htod(it->a, (const void *)(uintptr_t)it->b, (size_t)it->c, l->stream);
+    case K_D2H:
+        return c->cu.memcpy_dtoh((void *)(uintptr_t)it->a, it->b, (size_t)it->c, l->stream);
+    default:
+        return 1; /* CUDA_ERROR_INVALID_VALUE */
+    }
+}
+
+/* Look at every lane's completion; tell the loop of progress.  Returns 1 on progress. */
+static int look(core_t *c, uint64_t now) {
+    int progressed = 0;
+    for (int i = 0; i < c->nlanes; i++) {
+        lane_t *l = &c->lanes[i];
+        uint64_t d = lane_done(l);
+        if (d > l->seen) {
+            uint64_t t = atomic_load(&l->t_ns);
+            if (t <= l->t_look) /* no host function stamped this progress: it is seen now */
+                atomic_store(&l->t_ns, t = now);
+            l->t_look = t;
+            if (l->backstop >= d && d > l->seen && t > l->t_sig + HOSTFN_LAG_NS) {
+                /* told by the backstop: the work took about this long (learn upwards only) */
+                double e = (double)(t - l->t_sig - HOSTFN_LAG_NS);
+                if (e > l->est)
+                    l->est = e;
+            }
+            l->seen = d;
+            progressed = 1;
+        }
+    }
+    if (progressed)
+        kick(c);
+    return progressed;
+}
+
+static int busy(core_t *c) {
+    for (int i = 0; i < c->nlanes; i++)
+        if (c->lanes[i].out > c->lanes[i].seen)
+            return 1;
+    return 0;
+}
+
+static void check_faults(core_t *c) {
+    for (int i = 0; i < c->nlanes; i++) {
+        lane_t *l = &c->lanes[i];
+        if (l->out <= l->seen)
+            continue;
+        CUresult rc = c->cu.stream_query(l->stream);
+        stat_add(c, S_QUERIES);
+        if (rc != 0 && rc != 600) { /* CUDA_ERROR_NOT_READY */
+            set_fault(c, rc, (uint32_t)i, l->seen + 1);
+            return;
+        }
+    }
+}
+
+/* Sleep until a push, a host function's wake-up, or the timeout (0: none). */
+static void sleep_until_push(core_t *c, uint64_t tail, uint64_t timeout_ns) {
+    uint32_t f = atomic_load(&c->fw);
+    atomic_store(&c->sleeping, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&c->head) == tail && !atomic_load(&c->stop)) {
+        struct timespec ts = {(time_t)(timeout_ns / 1000000000ull), (long)(timeout_ns % 1000000000ull)};
+        futex(&c->fw, FUTEX_WAIT_PRIVATE, f, timeout_ns ? &ts : 0);
+    }
+    atomic_store(&c->sleeping, 0);
+}
+
+static void publish_due(core_t *c) {
+    uint64_t due = 0;
+    for (int i = 0; i < c->nlanes; i++) {
+        lane_t *l = &c->lanes[i];
+        if (l->out > l->seen) {
+            uint64_t d = l->t_sig + (uint64_t)l->est;
+            if (!due || d < due)
+                due = d;
+        }
+    }
+    atomic_store_explicit(&c->due, due, memory_order_relaxed);
+}
+
+/* Run a Python fill: open the gate for the Python submit thread and wait for it. */
+static void run_python(core_t *c, item_t *it) {
+    signal_lanes(c); /* earlier work of every lane is signalled before Python may take long */
+    atomic_store(&c->py_at, it->v);
+    atomic_fetch_add(&c->pyw, 1);
+    futex(&c->pyw, FUTEX_WAKE_PRIVATE, 1 << 30, 0);
+    while (atomic_load(&c->py_done) != it->v) {
+        if (atomic_load(&c->stop) || atomic_load(&c->fault))
+            return;
+        uint32_t f = atomic_load(&c->fw);
+        atomic_store(&c->sleeping, 1);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (atomic_load(&c->py_done) != it->v) {
+            struct timespec ts = {0, (long)PY_POLL_NS};
+            futex(&c->fw, FUTEX_WAIT_PRIVATE, f, &ts);
+        }
+        atomic_store(&c->sleeping, 0);
+        look(c, now_ns());
+    }
+    int32_t rc = atomic_load(&c->py_rc);
+    if (rc)
+        set_fault(c, rc, it->lane, it->v); /* -1: Python reports its own exception */
+    else
+        c->lanes[it->lane].pend = it->v;
+}
+
+static void *run(void *arg) {
+    core_t *c = (core_t *)arg;
+    prctl(PR_SET_NAME, "arig-native", 0, 0, 0);
+    prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0); /* timed sleeps end ~1 us late, not ~55 */
+    c->cu.ctx_set_current(c->ctx);
+    if (c->cu.exchange_capture_mode) {
+        int mode = 2; /* CU_STREAM_CAPTURE_MODE_RELAXED: users' global captures stay valid */
+        c->cu.exchange_capture_mode(&mode);
+    }
+    uint64_t last_progress = now_ns();
+    double over = 0; /* how late timed sleeps end */
+    while (!atomic_load(&c->stop)) {
+        uint64_t t = atomic_load_explicit(&c->tail, memory_order_relaxed);
+        uint64_t h = atomic_load_explicit(&c->head, memory_order_acquire);
+        if (t != h) {
+            int n = 0;
+            for (; t != h && n < BURST; t++, n++) {
+                item_t *it = &c->ring[t & (c->cap - 1)];
+                if (!atomic_load_explicit(&c->fault, memory_order_relaxed)) {
+                    if (it->kind == K_PY) {
+                        run_python(c, it);
+                    } else {
+                        CUresult rc = run_item(c, it);
+                        if (rc)
+                            set_fault(c, rc, it->lane, it->v);
+                        else
+                            c->lanes[it->lane].pend = it->v;
+                    }
+                }
+                stat_add(c, S_ITEMS);
+                atomic_store_explicit(&c->tail, t + 1, memory_order_release);
+            }
+            atomic_thread_fence(memory_order_seq_cst);
+            if (atomic_load(&c->space_wanted) && atomic_exchange(&c->space_wanted, 0)) {
+                atomic_store(&c->armed, 1);
+                kick(c);
+            }
+            if (!atomic_load(&c->fault))
+                signal_lanes(c);
+            if (look(c, now_ns()))
+                last_progress = now_ns();
+            if (!busy(c))
+                last_progress = now_ns();
+            publish_due(c);
+            continue;
+        }
+        uint64_t now = now_ns();
+        if (look(c, now))
+            last_progress = now;
+        if (atomic_load(&c->fault)) {
+            sleep_until_push(c, t, 0); /* lost: only stop is awaited */
+            continue;
+        }
+        if (!busy(c)) {
+            atomic_store_explicit(&c->due, 0, memory_order_relaxed);
+            last_progress = now;
+            uint64_t end = now + (uint64_t)c->idle_ns;
+            while (now_ns() < end && atomic_load_explicit(&c->head, memory_order_acquire) == t && !atomic_load(&c->stop))
+                cpu_relax();
+            if (atomic_load(&c->head) == t)
+                sleep_until_push(c, t, 0);
+            continue;
+        }
+        publish_due(c);
+        if (now - last_progress > FAULT_CHECK_NS) {
+            check_faults(c);
+            last_progress = now;
+            continue;
+        }
+        /* The lane whose completion is predicted first. */
+        lane_t *l = 0;
+        for (int i = 0; i < c->nlanes; i++) {
+            lane_t *x = &c->lanes[i];
+            if (x->out > x->seen && (!l || x->t_sig + x->est < l->t_sig + l->est))
+                l = x;
+        }
+        if (!c->memops) {
+            /* Host functions signal every burst; wait for one (or a push). */
+            sleep_until_push(c, t, FAULT_CHECK_NS);
+            continue;
+        }
+        if (l->backstop < l->out && l->est > LONG_WORK_NS && l->slept_for != l->out) {
+            uint64_t wake = l->t_sig + (uint64_t)l->est - (uint64_t)c->lead_ns - (uint64_t)over;
+            l->slept_for = l->out;
+            if (wake > now + MIN_SLEEP_NS) {
+                uint64_t w0 = wake;
+                sleep_until_push(c, t, wake - now);
+                uint64_t a = now_ns();
+                if (a + 1000 >= w0) {
+                    if (a > w0)
+                        over = 0.8 * over + 0.2 * (double)(a - w0);
+                    if (lane_done(l) >= l->out) {
+                        double step = l->est * 0.05 > 2000 ? l->est * 0.05 : 2000;
+                        l->est = l->est > step ? l->est - step : 0; /* done before the window opened */
+                        stat_add(c, S_EARLY);
+                    } else if (c->prewake) {
+                        atomic_store(&c->armed, 1); /* get the loop's vCPU up before the completion */
+                        kick(c);
+                        stat_add(c, S_PREWAKES);
+                    }
+                }
+                continue;
+            }
+        }
+        if (l->backstop >= l->out) {
+            /* The spin gave up on this value already: the host function will tell. */
+            sleep_until_push(c, t, FAULT_CHECK_NS);
+            continue;
+        }
+        uint64_t target = l->out, end = now + (uint64_t)c->spin_ns;
+        uint64_t prev = l->seen;
+        while (lane_done(l) == prev && now_ns() < end && atomic_load_explicit(&c->head, memory_order_acquire) == t &&
+               !atomic_load(&c->stop))
+            cpu_relax();
+        uint64_t seen_at = now_ns();
+        if (look(c, seen_at)) {
+            last_progress = seen_at;
+            if (l->seen >= target && l->backstop < target) {
+                double d = (double)(seen_at - l->t_sig); /* seen by this spin: learn */
+                l->est = l->est == 0 ? d : 0.8 * l->est + 0.2 * d;
+                stat_add(c, S_SPIN_HITS);
+            }
+            if (l->seen < l->out)
+                l->t_sig = seen_at; /* the rest of the burst is predicted from here */
+            continue;
+        }
+        if (atomic_load(&c->head) != t)
+            continue;
+        /* Missed: the backstop tells the loop once the GPU gets there. */
+        for (int i = 0; i < c->nlanes; i++) {
+            lane_t *x = &c->lanes[i];
+            if (x->out > x->seen && x->backstop < x->out) {
+                CUresult rc = host_signal(c, i, x->out);
+                if (rc) {
+                    set_fault(c, rc, (uint32_t)i, x->out);
+                    break;
+                }
+                x->backstop = x->out;
+            }
+        }
+        l->est += (double)c->spin_ns / 2;
+        stat_add(c, S_SPIN_MISSES);
+    }
+    look(c, now_ns());
+    return 0;
+}
+
+/* -- API ------------------------------------------------------------------------------- */
+
+#ifndef ARIG_CORE_SOURCE
+#define ARIG_CORE_SOURCE "unknown"
+#endif
+int arig_core_abi(void) { return ARIG_CORE_ABI; }
+/* The sha256 prefix of the core.c this library was built from (set by setup.py). */
+const char *arig_core_source(void) { return ARIG_CORE_SOURCE; }
+size_t arig_core_sizeof_cuda(void) { return sizeof(arig_cuda); }
+size_t arig_core_sizeof_launch(void) { return sizeof(arig_launch); }
+
+/* lanes: streams[i], words[i] (host addresses), word_devs[i] (device addresses); cap: a power of two. */
+core_t *arig_core_create(const arig_cuda *cu, void *ctx, int nlanes, void **streams, uint64_t *words, uint64_t *word_devs, int memops,
+                         int efd, uint64_t cap, int64_t spin_ns, int64_t idle_ns, int64_t lead_ns, int prewake) {
+    if (nlanes < 1 || nlanes > MAX_LANES || (cap & (cap - 1)) || cap < 2)
+        return 0;
+    core_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return 0;
+    c->ring = calloc(cap, sizeof(item_t));
+    if (!c->ring) {
+        free(c);
+        return 0;
+    }
+    c->cu = *cu;
+    c->ctx = ctx;
+    c->cap = cap;
+    c->nlanes = nlanes;
+    c->memops = memops;
+    c->efd = efd;
+    c->spin_ns = spin_ns;
+    c->idle_ns = idle_ns;
+    c->lead_ns = lead_ns;
+    c->prewake = prewake;
+    atomic_store(&c->armed, 1);
+    for (int i = 0; i < nlanes; i++) {
+        c->lanes[i].stream = streams[i];
+        c->lanes[i].word = (volatile uint64_t *)(uintptr_t)words[i];
+        c->lanes[i].word_dev = word_devs[i];
+    }
+    return c;
+}
+
+int arig_core_start(core_t *c) {
+    int rc = pthread_create(&c->th, 0, run, c);
+    c->started = rc == 0;
+    return rc;
+}
+
+/* Loop thread.  0, or -1 when the ring is full. */
+int arig_core_push(core_t *c, uint32_t kind, uint32_t lane, uint64_t v, uint64_t a, uint64_t b, uint64_t cc) {
+    uint64_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
+    if (h - atomic_load_explicit(&c->tail, memory_order_acquire) >= c->cap)
+        return -1;
+    item_t *it = &c->ring[h & (c->cap - 1)];
+    it->kind = kind;
+    it->lane = lane;
+    it->v = v;
+    it->a = a;
+    it->b = b;
+    it->c = cc;
+    atomic_store_explicit(&c->head, h + 1, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    wake_native(c);
+    return 0;
+}
+
+/* Loop thread: items pushed but not yet taken. */
+uint64_t arig_core_pending(core_t *c) {
+    return atomic_load_explicit(&c->head, memory_order_relaxed) - atomic_load_explicit(&c->tail, memory_order_acquire);
+}
+
+/* Loop thread: ask for a wake-up once the native thread takes items (then re-check). */
+void arig_core_want_space(core_t *c) {
+    atomic_store(&c->space_wanted, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Loop thread, in its eventfd reader: re-arm with a full barrier (then read the lanes). */
+void arig_core_arm(core_t *c) {
+    atomic_exchange(&c->armed, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
+/* Any thread: lane i's completed value and when it was seen (ns, CLOCK_MONOTONIC). */
+uint64_t arig_core_reached(core_t *c, int lane, uint64_t *t_ns) {
+    lane_t *l = &c->lanes[lane];
+    if (t_ns)
+        *t_ns = atomic_load(&l->t_ns);
+    return lane_done(l);
+}
+
+int32_t arig_core_fault(core_t *c, uint32_t *lane, uint64_t *v) {
+    int32_t f = atomic_load(&c->fault);
+    if (f) {
+        *lane = atomic_load(&c->fault_lane);
+        *v = atomic_load(&c->fault_v);
+    }
+    return f;
+}
+
+uint64_t arig_core_due(core_t *c) { return atomic_load_explicit(&c->due, memory_order_relaxed); }
+
+/* Loop thread, just before it would block (the GIL released by the caller):
+ * spin up to ns for lane progress past seen[i]; the eventfd is not written
+ * meanwhile.  Returns 1 on progress.  Re-arms before returning without it. */
+int arig_core_loop_spin(core_t *c, const uint64_t *seen, int64_t ns) {
+    atomic_store(&c->armed, 0);
+    uint64_t end = now_ns() + (uint64_t)ns;
+    for (;;) {
+        for (int i = 0; i < c->nlanes; i++)
+            if (lane_done(&c->lanes[i]) > seen[i])
+                return 1;
+        if (atomic_load(&c->fault) || now_ns() > end)
+            break;
+        cpu_relax();
+    }
+    atomic_exchange(&c->armed, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    for (int i = 0; i < c->nlanes; i++)
+        if (lane_done(&c->lanes[i]) > seen[i])
+            return 1;
+    return 0;
+}
+
+/* The Python submit thread, before a Python fill of value v: wait (GIL released)
+ * until the native thread reaches it.  0: run it; -1: lost or stopping, skip it. */
+int arig_core_py_begin(core_t *c, uint64_t v) {
+    for (;;) {
+        uint32_t f = atomic_load(&c->pyw);
+        if (atomic_load(&c->py_at) == v)
+            return 0;
+        if (atomic_load(&c->stop) || atomic_load(&c->fault) || !c->started)
+            return -1;
+        futex(&c->pyw, FUTEX_WAIT_PRIVATE, f, 0);
+    }
+}
+
+void arig_core_py_end(core_t *c, uint64_t v, int32_t rc) {
+    atomic_store(&c->py_rc, rc);
+    atomic_store(&c->py_done, v);
+    atomic_thread_fence(memory_order_seq_cst);
+    atomic_fetch_add(&c->fw, 1);
+    atomic_store(&c->sleeping, 0);
+    futex(&c->fw, FUTEX_WAKE_PRIVATE, 1, 0);
+}
+
+/* Loop thread: the device is lost elsewhere (a hang, a Python fill): run nothing more. */
+void arig_core_abort(core_t *c) { set_fault(c, -2, 0, 0); }
+
+/* Stop the native thread and join it (GIL released by the caller). */
+void arig_core_stop(core_t *c) {
+    atomic_store(&c->stop, 1);
+    atomic_fetch_add(&c->fw, 1);
+    futex(&c->fw, FUTEX_WAKE_PRIVATE, 1, 0);
+    atomic_fetch_add(&c->pyw, 1);
+    futex(&c->pyw, FUTEX_WAKE_PRIVATE, 1 << 30, 0);
+    if (c->started) {
+        pthread_join(c->th, 0);
+        c->started = 0;
+    }
+}
+
+/* Free the core.  Only once no host function can still run (its streams are idle). */
+void arig_core_destroy(core_t *c) {
+    if (!c)
+        return;
+    arig_core_stop(c);
+    free(c->ring);
+    free(c);
+}
+
+void arig_core_stats(core_t *c, uint64_t *out, int n) {
+    for (int i = 0; i < n && i < S_NSTATS; i++)
+        out[i] = atomic_load(&c->stats[i]);
+}
+
+/* A short bounded spin on one word (tests and the pure path's helpers): the value once > last, or after ns. */
+uint64_t arig_spin_word(volatile uint64_t *word, uint64_t last, int64_t ns) {
+    uint64_t end = now_ns() + (uint64_t)ns;
+    for (;;) {
+        uint64_t v = *word;
+        if (v > last || now_ns() > end)
+            return v;
+        cpu_relax();
+    }
+}

@@ -1,0 +1,407 @@
+"""How a CUDA device's work is submitted and how its completion reaches the loop.
+
+Two implementations of one job, chosen at open:
+
+``NativeCompletion`` (the native core, ``arig/_native/core.c``)
+    The loop pushes launches, graph launches, C fills and copies into the
+    core's ring; the core's own thread runs them without the GIL, has the GPU
+    write each burst's last value into the lane's word (or, without stream
+    memory operations, a host function write it), watches the words, and
+    writes the device's eventfd while the loop is armed.  Python fills keep
+    their place in the ring: the core stops at them and opens a gate for the
+    device's Python submit thread (``py_begin``/``py_end``).
+
+``PureCompletion`` (no native core: ``ARIG_PURE=1`` or no C compiler)
+    The Python submit thread runs every fill; after each burst it has the
+    GPU write the lane's word (where stream memory operations exist) and
+    enqueues libc's ``sem_post`` as a host function (GIL-free).  One waiter
+    thread per lane sleeps in ``sem_timedwait`` and reports.  Without stream
+    memory operations the values signalled are kept in order, and each post
+    of the host function, never anything else, reaches the next one.
+
+Either way a value is reached only once the GPU ran every work before it:
+the GPU's own write, or a host function that the stream runs after that
+work.  No wake-up, timeout or poll is ever taken for a completion.
+
+Threads: ``bind``, ``detach``, ``on_wake``, ``push`` and ``abort`` run on the
+event loop and call no libcuda function; ``call_fill``, ``mark``,
+``signal`` and ``close`` run on the Python submit thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+import time
+from collections import deque
+from ctypes import byref, c_int, c_uint, c_void_p
+from typing import Any
+
+from .. import _native
+from .._loop import selector_of
+from .._errors import ArigTypeError
+from ._lib import CudaError, check, lib
+
+__all__ = ["NativeCompletion", "PureCompletion", "FAULT_POLL"]
+
+#: Seconds without progress, while work is outstanding, before the driver is asked for a fault.
+FAULT_POLL = 0.02
+#: Seconds between a pure waiter's wake-ups while nothing is outstanding.
+IDLE_POLL = 0.5
+CUDA_ERROR_NOT_READY = 600
+PR_SET_NAME = 15
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+_libc.sem_init.argtypes = (c_void_p, c_int, c_uint)
+_libc.sem_post.argtypes = (c_void_p,)
+_libc.sem_timedwait.argtypes = (c_void_p, ctypes.POINTER(_Timespec))
+_libc.sem_destroy.argtypes = (c_void_p,)
+_SEM_POST = ctypes.cast(_libc.sem_post, c_void_p).value
+_SEM_T = 64  # bytes; sem_t is 32 on x86-64 glibc, with room to spare
+
+
+def name_thread(name: str) -> None:
+    """The OS thread's name (``top -H``, /proc/self/task/*/comm), 15 bytes at most."""
+    _libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
+
+def _fill_result(rc: Any, v: int) -> None:
+    """Raise for a Python fill's result that is not success."""
+    if rc is None:
+        return
+    if not isinstance(rc, int) or isinstance(rc, bool):
+        raise ArigTypeError(f"fill returned {rc!r}; a fill returns None/0 or a CUresult")
+    if rc:
+        raise CudaError.of(int(rc), f"fill of value {v}")
+
+
+def driver_table(memops: bool) -> _native.CudaTable:
+    """The libcuda functions the native thread calls, from whatever ``lib`` is (libcuda or a fake)."""
+    table = _native.CudaTable()
+    optional = {"exchange_capture_mode"} | (set() if memops else {"write_value64"})
+    for field, symbol in _native.CudaTable.SYMBOLS.items():
+        addr = lib.address(symbol)
+        if addr is None and field not in optional:
+            raise CudaError(500, f"libcuda has no {symbol}")
+        setattr(table, field, addr)
+    return table
+
+
+class NativeCompletion:
+    """The native core under a CUDA device (see the module docstring)."""
+
+    name = "native"
+
+    def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> None:
+        self._owner = owner  # the backend: its name, timeline and submit thread
+        self._n = len(streams)
+        self._memops = memops
+        self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self.core: _native.Core | None = None
+        self._reader = False
+        self._efd_free = False
+        try:
+            self.core = _native.Core(
+                driver_table(memops), ctx, streams, [words + 8 * q for q in range(self._n)], [word_dev + 8 * q for q in range(self._n)],
+                memops, self._efd, spin_ns=spin_us * 1000, idle_ns=spin_us * 500,
+            )  # fmt: skip
+            self.core.start()
+        except BaseException:
+            self.close(idle=True)
+            raise
+        self._ptr = self.core.ptr
+        self._push = self.core.push_fn
+        self._loop: Any = None
+        self._selector: Any = None
+        self._space: Any = None
+        self._limit = self.core.cap
+        self._lost_told = False
+
+    @property
+    def open(self) -> bool:
+        return self.core is not None
+
+    @property
+    def description(self) -> str:
+        return "native core: " + ("GPU-written word, " if self._memops else "host-function-written word, ") + "bounded spin, host-function backstop, eventfd"
+
+    # -- loop thread ---------------------------------------------------------------
+    def bind(self, loop: Any, limit: int) -> None:
+        self._loop = loop
+        self._limit = min(limit, self.core.cap if self.core else limit)
+        loop.add_reader(self._efd, self.on_wake)
+        self._reader = True
+        self._selector = selector_of(loop)
+        if self._selector is not None:
+            self._selector.watch(self)
+
+    def full(self) -> bool:
+        return self.core is not None and self.core.pending() >= self._limit
+
+    async def wait_space(self, check: Any) -> None:
+        while self.full():
+            check()
+            if self._space is None or self._space.done():
+                self._space = self._loop.create_future()
+            assert self.core is not None
+            self.core.want_space()
+            if not self.full():  # re-check after announcing: the core kicks only after it
+                break
+            await self._space  # one shared future, only ever resolved (never cancelled by a waiter's cancel: see below)
+
+    def wake_space(self) -> None:
+        sp = self._space
+        if sp is not None and not sp.done():
+            sp.set_result(None)
+
+    def put(self, qi: int, item: tuple[Any, ...], v: int) -> None:
+        """Loop thread: hand a prepared item to the core (a Python fill also to the submit thread)."""
+        kind = item[0]
+        if kind == _native.PY:
+            self._owner.submit_thread.put_fill(qi, item[1], item[2], v)
+            rc = self._push(self._ptr, kind, qi, v, 0, 0, 0)
+        else:
+            rc = self._push(self._ptr, kind, qi, v, item[1], item[2], item[3])
+        if rc:  # the ring is full: full() bounds submissions below its size
+            raise RuntimeError("arig: the native ring overflowed")
+
+    def on_wake(self) -> None:
+        """The eventfd is readable: re-arm, then read every lane and resolve in one batch."""
+        try:
+            os.read(self._efd, 8)
+        except (BlockingIOError, OSError):
+            pass
+        core = self.core
+        if core is None:
+            return
+        core.arm()
+        self.deliver()
+
+    def deliver(self) -> None:
+        core = self.core
+        if core is None:
+            return
+        tl = self._owner.timeline
+        seen = core.seen
+        for q in range(self._n):
+            v, t = core.reached(q)
+            if v > seen[q]:
+                seen[q] = v
+                tl.report_local(q, v, t * 1e-9 if t else None)
+        if not self._lost_told:
+            f = core.fault()
+            if f is not None:
+                self._lost_told = True
+                code, lane, v = f
+                if code > 0 and tl.lost is None:  # <= 0: Python reported its own error, or the loop lost it
+                    tl.fail(CudaError.of(code, f"work on queue {lane} of {self._owner.name}, value {v} or earlier (found by the native core)"))
+        if self._space is not None and not self.full():
+            self.wake_space()
+
+    def abort(self) -> None:
+        """The device is lost (loop thread): the core runs nothing more."""
+        if self.core is not None:
+            self._lost_told = True
+            self.core.abort()
+
+    # -- the low-latency loop's selector (loop thread) ------------------------------------
+    def spin_due(self, now_ns: int, window_ns: int) -> bool:
+        """Is a waiter pending and a completion predicted within ``window_ns``?"""
+        if self.core is None or not self._owner.timeline.waiting:
+            return False
+        due = self.core.due()
+        return due != 0 and due - now_ns < window_ns
+
+    def spin(self, ns: int) -> bool:
+        return self.core is not None and self.core.loop_spin(ns)
+
+    def deliver_spun(self) -> None:
+        if self.core is not None:
+            self.core.arm()  # the spin left the loop disarmed
+            self.deliver()
+
+    def detach(self) -> None:
+        if self._selector is not None:
+            self._selector.unwatch(self)
+            self._selector = None
+        if self._reader:
+            try:
+                self._loop.remove_reader(self._efd)
+            except (RuntimeError, ValueError):  # the loop is closed
+                pass
+            self._reader = False
+        if self._efd_free and self._efd >= 0:
+            os.close(self._efd)
+            self._efd = -1
+
+    # -- the Python submit thread ---------------------------------------------------------
+    def call_fill(self, stream: int, fill: Any, arg: Any, v: int) -> None:
+        core = self.core
+        assert core is not None
+        if not core.py_begin(v):
+            return  # lost or stopping: the core skipped this value
+        try:
+            _fill_result(fill(stream, arg, v), v)
+        except BaseException:
+            core.py_end(v, _native.PY_FAILED)
+            raise
+        core.py_end(v, 0)
+
+    def mark(self, qi: int, v: int) -> None:
+        pass  # the core signals
+
+    def signal(self, qi: int, v: int) -> None:
+        pass
+
+    def stop_thread(self) -> None:
+        """Stop the native thread (submit thread, at close): nothing is launched after this."""
+        if self.core is not None:
+            self.core.stop()
+
+    def stats(self) -> dict[str, int]:
+        return self.core.stats() if self.core is not None else {}
+
+    def close(self, idle: bool) -> None:
+        """Free the core and the eventfd, or keep them forever where a host
+        function may still run (``idle`` False: a stream still has work)."""
+        core, self.core = self.core, None
+        if core is not None:
+            core.stop()
+            if idle:
+                core.destroy()
+            else:
+                _ORPHANS.append(core)
+        if not idle:
+            _ORPHANS.append(self._efd)  # a host function may still write it: never reused
+        elif not self._reader and self._efd >= 0:
+            os.close(self._efd)
+            self._efd = -1
+        else:
+            self._efd_free = True  # closed by detach, once the loop no longer reads it
+
+
+class PureCompletion:
+    """Python threads: the submit thread signals, one waiter thread per lane reports."""
+
+    name = "pure"
+
+    def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> None:
+        self._owner = owner
+        self._ctx = ctx
+        self._streams = streams
+        self._n = n = len(streams)
+        self._memops = memops
+        self._word_dev = word_dev
+        self._words = [ctypes.c_uint64.from_address(words + 8 * q) for q in range(n)]
+        self._sems: list[Any] = []
+        for _ in range(n):
+            sem = ctypes.create_string_buffer(_SEM_T)
+            if _libc.sem_init(sem, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "sem_init")
+            self._sems.append(sem)
+        self._signalled = [0] * n  # submit thread: last value signalled
+        self._seen = [0] * n  # waiter: last value reported
+        self._values: list[deque[int]] = [deque() for _ in range(n)]  # without memops: values in host-function order
+        self._closing = False
+        self._waiters: list[threading.Thread] = []
+        self.open = True
+
+    @property
+    def description(self) -> str:
+        return "pure Python: " + ("GPU-written word, " if self._memops else "") + "sem_post host function and a waiter thread"
+
+    # -- loop thread ---------------------------------------------------------------
+    def bind(self, loop: Any, limit: int) -> None:
+        for q in range(self._n):
+            t = threading.Thread(target=self._wait_loop, args=(q,), name=f"arig-cuda-wait-{self._owner.name}-{q}", daemon=True)
+            t.start()
+            self._waiters.append(t)
+
+    def abort(self) -> None:
+        pass
+
+    def detach(self) -> None:
+        pass
+
+    # -- the submit thread -----------------------------------------------------------
+    def call_fill(self, stream: int, fill: Any, arg: Any, v: int) -> None:
+        _fill_result(fill(stream, arg, v), v)
+
+    def mark(self, qi: int, v: int) -> None:
+        pass
+
+    def signal(self, qi: int, v: int) -> None:
+        stream = self._streams[qi]
+        if self._memops:
+            check(lib.cuStreamWriteValue64_v2(stream, self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
+        else:
+            self._values[qi].append(v)  # before the host function exists: its post finds it
+        rc = lib.cuLaunchHostFunc(stream, _SEM_POST, ctypes.addressof(self._sems[qi]))
+        if rc:
+            if not self._memops:
+                self._values[qi].pop()
+            raise CudaError.of(rc, "cuLaunchHostFunc")
+        self._signalled[qi] = v
+
+    def stop_thread(self) -> None:
+        self._closing = True
+        for sem in self._sems:
+            _libc.sem_post(sem)
+        for t in self._waiters:
+            t.join(timeout=2.0)
+
+    def stats(self) -> dict[str, int]:
+        return {}
+
+    def close(self, idle: bool) -> None:
+        self.open = False
+        if not idle:
+            _ORPHANS.append(self._sems)  # a host function may still post them
+        else:
+            for sem in self._sems:
+                _libc.sem_destroy(sem)
+        self._sems = []
+
+    # -- the waiter thread ---------------------------------------------------------
+    def _wait_loop(self, qi: int) -> None:
+        name_thread(f"arig-wait-{qi}")
+        lib.cuCtxSetCurrent(self._ctx)
+        mode = c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED: its cuStreamQuery must not break users' captures
+        if lib.has("cuThreadExchangeStreamCaptureMode"):
+            lib.cuThreadExchangeStreamCaptureMode(byref(mode))
+        sem = ctypes.addressof(self._sems[qi])
+        ts = _Timespec()
+        tl = self._owner.timeline
+        while True:
+            outstanding = self._seen[qi] < self._signalled[qi]
+            deadline = time.time() + (FAULT_POLL if outstanding else IDLE_POLL)
+            ts.tv_sec = int(deadline)
+            ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
+            posted = _libc.sem_timedwait(sem, byref(ts)) == 0
+            if self._closing:
+                return
+            v = 0
+            if self._memops:
+                v = self._words[qi].value  # written by the GPU only
+            elif posted and self._values[qi]:
+                v = self._values[qi].popleft()  # this post is the host function's after v's work
+            if v > self._seen[qi]:
+                self._seen[qi] = v
+                tl.report(qi, v)
+            elif not posted and self._seen[qi] < self._signalled[qi]:
+                rc = lib.cuStreamQuery(self._streams[qi])
+                if rc not in (0, CUDA_ERROR_NOT_READY):
+                    tl.fail_threadsafe(CudaError.of(rc, f"work on queue {qi} of {self._owner.name} (found by cuStreamQuery)"))
+                    return
+
+
+#: Cores, eventfds and semaphores of devices closed while their streams still had work:
+#: a host function may still write them, so they are never freed.
+_ORPHANS: list[Any] = []
