@@ -14,15 +14,18 @@ from ._lib import CudaError, CudaOutOfMemory, CudaUnavailable
 __all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture"]
 
 
-def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 40, sched: str | None = None) -> CudaOpener:
+def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 40, sched: str | None = None, memops: bool | None = None) -> CudaOpener:
     """The opener of GPU ``i`` (name ``"CUDA"`` for 0, ``"CUDA:i"`` otherwise).
 
     ``queues`` non-blocking streams; ``hang_ms`` overrides the hang timeout
     (default: 30 s where no display watchdog runs, else None); ``spin_us``
-    bounds how long a waiter thread watches for a predicted completion while
-    one or two values are outstanding (0: only host functions wake it);
+    bounds how long the device's native thread watches for a predicted
+    completion before a host function takes over (0: host functions only);
     ``sched`` (``"auto"``, ``"spin"``, ``"yield"``, ``"blocking"``) sets how
-    libcuda's threads wait, where arig creates the primary context.
+    libcuda's threads wait, where arig creates the primary context;
+    ``memops=False`` never uses stream memory operations (host functions
+    write the completions; as ``ARIG_NO_MEMOPS=1``), None uses them where the
+    driver has them.
     """
     if isinstance(i, bool) or not isinstance(i, int):
         raise ArigTypeError(f"GPU index must be an int, got {type(i).__name__}")
@@ -36,7 +39,9 @@ def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 4
         raise ArigValueError(f"spin_us must be an int >= 0, got {spin_us!r}")
     if sched is not None and sched not in ("auto", "spin", "yield", "blocking"):
         raise ArigValueError(f"sched must be 'auto', 'spin', 'yield' or 'blocking', not {sched!r}")
-    return CudaOpener(i, queues, hang_ms, spin_us, sched)
+    if memops not in (None, True, False):
+        raise ArigValueError(f"memops must be None, True or False, got {memops!r}")
+    return CudaOpener(i, queues, hang_ms, spin_us, sched, memops)
 
 
 def __getattr__(name: str) -> object:
