@@ -47,8 +47,9 @@ class Timeline:
         self._heap: list[tuple[int, int, asyncio.Future[None]]] = []  # (value, order, future) of each waiter
         self._ids = itertools.count()
         self._kept: collections.deque[tuple[int, Any]] = collections.deque()
-        self._hist_v: collections.deque[int] = collections.deque(maxlen=HISTORY)
-        self._hist_t: collections.deque[float] = collections.deque(maxlen=HISTORY)
+        # Lists, not deques: bisect indexes them (a deque's middle costs O(n) per index).
+        self._hist_v: list[int] = []
+        self._hist_t: list[float] = []
         self.cause: BaseException | None = None
         self.lost: DeviceLost | None = None
         self._on_fail: list[Any] = []
@@ -130,6 +131,8 @@ class Timeline:
         if self._hist_t and t < self._hist_t[-1]:
             t = self._hist_t[-1]  # one clock for every queue: never earlier than a value before it
         self._hist_t.append(t)
+        if len(self._hist_v) >= 2 * HISTORY:  # forget the older half: amortized O(1)
+            del self._hist_v[:HISTORY], self._hist_t[:HISTORY]
         kept = self._kept
         while kept and kept[0][0] <= r:
             kept.popleft()

@@ -142,6 +142,8 @@ class Device:
     _st: SubmitThread
     _sub: Any
     _put: Any
+    _full: Any
+    _prepare: Any
     _backend: Backend
     _tl: Timeline
     _loop: asyncio.AbstractEventLoop
@@ -176,6 +178,8 @@ class Device:
 
         sub = self._sub = backend.submitter(st, st._limit)
         self._put = sub.put
+        self._full = sub.full
+        self._prepare = backend.prepare
 
         def on_fail() -> None:  # no reference to the device: see the finalizer below
             st.failed = True
@@ -244,13 +248,12 @@ class Device:
         ``keep`` (and ``arg``) stay referenced until the value is reached.
         """
         qi = queue if type(queue) is int and 0 <= queue < self._nqueues else self._queue_index(queue)
-        item = self._backend.prepare(fill, arg)
+        item = self._prepare(fill, arg)
         tl = self._tl
         if tl.cause is not None or self._stopping:
             self._check_usable()
-        sub = self._sub
-        if sub.full():
-            await sub.wait_space(self._check_usable)
+        if self._full():
+            await self._sub.wait_space(self._check_usable)
             self._check_usable()
         # No await from here on: the value is assigned iff the work is queued.
         # The fill, its arg and keep live until the value is reached (a native
@@ -268,7 +271,8 @@ class Device:
 
         Cancelling the waiting task affects neither the work nor other waiters.
         """
-        _check_index(v, "v")
+        if type(v) is not int:
+            _check_index(v, "v")
         tl = self._tl
         if v <= tl.reached:
             return

@@ -123,7 +123,8 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_sizeof_launch": (ctypes.c_size_t, ()),
         "arig_core_create": (P, (P, P, c_int, P, P, P, c_int, c_int, c_uint64, c_int64, c_int64, c_int64, c_int)),
         "arig_core_start": (c_int, (P,)),
-        "arig_core_push": (c_int, (P, c_uint32, c_uint32, c_uint64, c_uint64, c_uint64, c_uint64)),
+        "arig_core_push": (c_int, (P, c_uint32, c_uint64, c_uint64, c_uint64, c_uint64)),
+        "arig_core_addr": (P, (P, c_int, c_int)),
         "arig_core_pending": (c_uint64, (P,)),
         "arig_core_want_space": (None, (P,)),
         "arig_core_arm": (None, (P,)),
@@ -202,7 +203,7 @@ class Core:
         efd: int,
         spin_ns: int,
         idle_ns: int,
-        lead_ns: int = 15_000,
+        lead_ns: int = 40_000,
         prewake: bool = True,
         cap: int = 1 << 16,
     ) -> None:
@@ -227,7 +228,14 @@ class Core:
         self._v = c_uint64()
         self.seen = (c_uint64 * n)()  # the loop's view of each lane (loop_spin compares with it)
         f = self._fast
-        self.push_fn = f.arig_core_push  # Device.submit calls it directly: push_fn(ptr, kind, lane, v, a, b, c)
+        self.push_fn = f.arig_core_push  # push_fn(ptr, kind | lane << 8, v, a, b, c), called directly
+        addr = f.arig_core_addr
+        # Words the loop reads without a call: the ring's tail, the fault code, and each lane's words.
+        self.tail = c_uint64.from_address(addr(ptr, 0, 0))
+        self.fault_word = c_int32.from_address(addr(ptr, 1, 0))
+        self.words = [c_uint64.from_address(w) for w in words]
+        self.hwords = [c_uint64.from_address(addr(ptr, 2, q)) for q in range(n)]
+        self.times = [c_uint64.from_address(addr(ptr, 3, q)) for q in range(n)]
         self._pending, self._arm, self._reached, self._due = f.arig_core_pending, f.arig_core_arm, f.arig_core_reached, f.arig_core_due
         self.started = False
 

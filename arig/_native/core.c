@@ -463,6 +463,8 @@ static void *run(void *arg) {
             continue;
         }
         uint64_t target = l->out, end = now + (uint64_t)c->spin_ns;
+        if (l->slept_for == l->out && l->est > LONG_WORK_NS) /* woken ahead of the prediction: spin past it */
+            end = l->t_sig + (uint64_t)l->est + (uint64_t)c->spin_ns > end ? l->t_sig + (uint64_t)l->est + (uint64_t)c->spin_ns : end;
         uint64_t prev = l->seen;
         while (lane_done(l) == prev && now_ns() < end && atomic_load_explicit(&c->head, memory_order_acquire) == t &&
                !atomic_load(&c->stop))
@@ -550,7 +552,8 @@ int arig_core_start(core_t *c) {
 }
 
 /* Loop thread.  0, or -1 when the ring is full. */
-int arig_core_push(core_t *c, uint32_t kind, uint32_t lane, uint64_t v, uint64_t a, uint64_t b, uint64_t cc) {
+int arig_core_push(core_t *c, uint32_t kind_lane, uint64_t v, uint64_t a, uint64_t b, uint64_t cc) {
+    uint32_t kind = kind_lane & 0xff, lane = kind_lane >> 8;
     uint64_t h = atomic_load_explicit(&c->head, memory_order_relaxed);
     if (h - atomic_load_explicit(&c->tail, memory_order_acquire) >= c->cap)
         return -1;
@@ -565,6 +568,18 @@ int arig_core_push(core_t *c, uint32_t kind, uint32_t lane, uint64_t v, uint64_t
     atomic_thread_fence(memory_order_seq_cst);
     wake_native(c);
     return 0;
+}
+
+/* Addresses the loop reads directly (each an aligned word): 0 tail, 1 fault (int32),
+ * 2 lane's host-written word, 3 lane's progress time. */
+void *arig_core_addr(core_t *c, int which, int lane) {
+    switch (which) {
+    case 0: return (void *)&c->tail;
+    case 1: return (void *)&c->fault;
+    case 2: return (void *)&c->lanes[lane].hword;
+    case 3: return (void *)&c->lanes[lane].t_ns;
+    default: return 0;
+    }
 }
 
 /* Loop thread: items pushed but not yet taken. */

@@ -47,6 +47,9 @@ __all__ = ["NativeCompletion", "PureCompletion", "FAULT_POLL"]
 
 #: Seconds without progress, while work is outstanding, before the driver is asked for a fault.
 FAULT_POLL = 0.02
+#: How long the native thread waits, spinning, for the next submission once nothing is in flight:
+#: a task that awaited a completion usually submits again within this, and then needs no wake-up.
+IDLE_SPIN_NS = 50_000
 #: Seconds between a pure waiter's wake-ups while nothing is outstanding.
 IDLE_POLL = 0.5
 CUDA_ERROR_NOT_READY = 600
@@ -110,18 +113,24 @@ class NativeCompletion:
         try:
             self.core = _native.Core(
                 driver_table(memops), ctx, streams, [words + 8 * q for q in range(self._n)], [word_dev + 8 * q for q in range(self._n)],
-                memops, self._efd, spin_ns=spin_us * 1000, idle_ns=spin_us * 500,
+                memops, self._efd, spin_ns=spin_us * 1000, idle_ns=IDLE_SPIN_NS if spin_us else 0,
             )  # fmt: skip
             self.core.start()
         except BaseException:
             self.close(idle=True)
             raise
-        self._ptr = self.core.ptr
-        self._push = self.core.push_fn
+        core = self.core
+        self._ptr = core.ptr
+        self._push = core.push_fn
+        self._arm = core._arm
+        self._tail = core.tail
+        self._fault = core.fault_word
+        self._lanes = list(zip(range(self._n), core.words if memops else [None] * self._n, core.hwords, core.times))
+        self._pushed = 0  # items pushed (the ring's head, as the loop counts it)
         self._loop: Any = None
         self._selector: Any = None
-        self._space: Any = None
-        self._limit = self.core.cap
+        self._space: list[Any] = []  # futures of submits waiting for room
+        self._limit = core.cap
         self._lost_told = False
 
     @property
@@ -143,34 +152,36 @@ class NativeCompletion:
             self._selector.watch(self)
 
     def full(self) -> bool:
-        return self.core is not None and self.core.pending() >= self._limit
+        return self._pushed - self._tail.value >= self._limit
 
     async def wait_space(self, check: Any) -> None:
         while self.full():
             check()
-            if self._space is None or self._space.done():
-                self._space = self._loop.create_future()
+            fut = self._loop.create_future()  # one per waiter: cancelling one cancels no other
+            self._space.append(fut)
             assert self.core is not None
             self.core.want_space()
             if not self.full():  # re-check after announcing: the core kicks only after it
                 break
-            await self._space  # one shared future, only ever resolved (never cancelled by a waiter's cancel: see below)
+            await fut
 
     def wake_space(self) -> None:
-        sp = self._space
-        if sp is not None and not sp.done():
-            sp.set_result(None)
+        waiters, self._space = self._space, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def put(self, qi: int, item: tuple[Any, ...], v: int) -> None:
         """Loop thread: hand a prepared item to the core (a Python fill also to the submit thread)."""
         kind = item[0]
         if kind == _native.PY:
             self._owner.submit_thread.put_fill(qi, item[1], item[2], v)
-            rc = self._push(self._ptr, kind, qi, v, 0, 0, 0)
+            rc = self._push(self._ptr, kind | qi << 8, v, 0, 0, 0)
         else:
-            rc = self._push(self._ptr, kind, qi, v, item[1], item[2], item[3])
+            rc = self._push(self._ptr, kind | qi << 8, v, item[1], item[2], item[3])
         if rc:  # the ring is full: full() bounds submissions below its size
             raise RuntimeError("arig: the native ring overflowed")
+        self._pushed += 1
 
     def on_wake(self) -> None:
         """The eventfd is readable: re-arm, then read every lane and resolve in one batch."""
@@ -178,32 +189,41 @@ class NativeCompletion:
             os.read(self._efd, 8)
         except (BlockingIOError, OSError):
             pass
-        core = self.core
-        if core is None:
-            return
-        core.arm()
-        self.deliver()
+        if self.core is not None:
+            self._arm(self._ptr)
+            self.deliver()
 
     def deliver(self) -> None:
-        core = self.core
-        if core is None:
-            return
+        """Loop thread: report every lane's progress (one batch), then any fault."""
         tl = self._owner.timeline
-        seen = core.seen
-        for q in range(self._n):
-            v, t = core.reached(q)
+        seen = self.core.seen if self.core is not None else None
+        if seen is None:
+            return
+        for q, word, hword, t in self._lanes:
+            v = hword.value
+            if word is not None:
+                w = word.value
+                if w > v:
+                    v = w
             if v > seen[q]:
                 seen[q] = v
-                tl.report_local(q, v, t * 1e-9 if t else None)
-        if not self._lost_told:
-            f = core.fault()
-            if f is not None:
-                self._lost_told = True
-                code, lane, v = f
-                if code > 0 and tl.lost is None:  # <= 0: Python reported its own error, or the loop lost it
-                    tl.fail(CudaError.of(code, f"work on queue {lane} of {self._owner.name}, value {v} or earlier (found by the native core)"))
-        if self._space is not None and not self.full():
+                ns = t.value
+                tl.report_local(q, v, ns * 1e-9 if ns else None)
+        if self._fault.value and not self._lost_told:
+            self._fault_found()
+        if self._space and not self.full():
             self.wake_space()
+
+    def _fault_found(self) -> None:
+        assert self.core is not None
+        f = self.core.fault()
+        if f is None:
+            return
+        self._lost_told = True
+        code, lane, v = f
+        tl = self._owner.timeline
+        if code > 0 and tl.lost is None:  # <= 0: Python reported its own error, or the loop lost it
+            tl.fail(CudaError.of(code, f"work on queue {lane} of {self._owner.name}, value {v} or earlier (found by the native core)"))
 
     def abort(self) -> None:
         """The device is lost (loop thread): the core runs nothing more."""
@@ -335,13 +355,14 @@ class PureCompletion:
         _fill_result(fill(stream, arg, v), v)
 
     def mark(self, qi: int, v: int) -> None:
-        pass
+        # The GPU writes v once the fill's work is done: progress shows between
+        # host functions (the waiter's fault poll reads it, and so the hang watchdog).
+        if self._memops:
+            check(lib.cuStreamWriteValue64_v2(self._streams[qi], self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
 
     def signal(self, qi: int, v: int) -> None:
         stream = self._streams[qi]
-        if self._memops:
-            check(lib.cuStreamWriteValue64_v2(stream, self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
-        else:
+        if not self._memops:
             self._values[qi].append(v)  # before the host function exists: its post finds it
         rc = lib.cuLaunchHostFunc(stream, _SEM_POST, ctypes.addressof(self._sems[qi]))
         if rc:

@@ -94,8 +94,12 @@ class _CFill:
 
 
 def _c_arg(arg: Any) -> int | None:
-    if arg is None or isinstance(arg, int):
+    if arg is None or type(arg) is int:
         return arg
+    if isinstance(arg, ctypes.Structure):
+        return ctypes.addressof(arg)
+    if isinstance(arg, int) and not isinstance(arg, bool):
+        return int(arg)
     if isinstance(arg, Buffer):
         return arg.address
     if isinstance(arg, ctypes._Pointer):  # type: ignore[attr-defined]
@@ -177,6 +181,7 @@ class CudaBackend(Backend):
         self._modules_of: dict[int, int] = {}  # CUfunction -> CUmodule, for images this device loaded
         self.completion: NativeCompletion | PureCompletion | None = None
         self.submit_thread: Any = None
+        self._cfills: dict[int, tuple[Any, int]] = {}  # id -> (C fill pointer, its address): checked once
         name_thread("arig-submit")
         try:
             check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
@@ -337,7 +342,9 @@ class CudaBackend(Backend):
         if t is Launch:
             if arg is not None:
                 raise ArigValueError("a Launch submitted as the fill takes no arg (it carries its arguments)")
-            item: tuple[Any, ...] = (_native.LAUNCH, fill._addr, 0, 0)
+            if self.native:
+                return fill._item
+            item: tuple[Any, ...] = fill._item
         elif t is _Copy:
             item = (fill.kind, fill.a, fill.b, fill.c)
         elif t is _GraphType:
@@ -351,9 +358,14 @@ class CudaBackend(Backend):
                 raise ArigValueError(f"a C fill's address must be in 1..2**64-1, got {fill}")
             item = (_native.CFILL, fill, _c_arg(arg), 0)
         elif isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
-            if fill._restype_ is not c_int or tuple(fill._argtypes_ or ()) != (c_void_p, c_void_p, c_uint64):  # type: ignore[attr-defined]
-                raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
-            item = (_native.CFILL, ctypes.cast(fill, c_void_p).value, _c_arg(arg), 0)
+            known = self._cfills.get(id(fill))
+            if known is None or known[0] is not fill:
+                if fill._restype_ is not c_int or tuple(fill._argtypes_ or ()) != (c_void_p, c_void_p, c_uint64):  # type: ignore[attr-defined]
+                    raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
+                if len(self._cfills) > 256:
+                    self._cfills.clear()
+                known = self._cfills[id(fill)] = (fill, ctypes.cast(fill, c_void_p).value)
+            item = (_native.CFILL, known[1], _c_arg(arg), 0)
         elif callable(fill):
             return (_native.PY, fill, arg) if self.native else (fill, arg)
         else:
@@ -382,7 +394,8 @@ class CudaBackend(Backend):
         self.completion.call_fill(stream, fill, arg, v)
 
     def mark(self, qi: int, v: int) -> None:
-        pass
+        assert self.completion is not None
+        self.completion.mark(qi, v)
 
     def signal(self, qi: int, v: int) -> None:
         assert self.completion is not None

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._errors import ArigTypeError, ArigValueError
 from .._memory import Buffer
-from .._native import LaunchRecord
+from .._native import LAUNCH, LaunchRecord
 from ._lib import lib
 
 __all__ = ["pack", "check_args", "Launch", "dims", "layout_of"]
@@ -95,7 +95,7 @@ class Launch:
     it runs, not when it was submitted.
     """
 
-    __slots__ = ("func", "grid", "block", "shared", "_args", "_size", "_extra", "_rec", "_addr", "__weakref__")
+    __slots__ = ("func", "grid", "block", "shared", "_args", "_size", "_extra", "_rec", "_addr", "_item", "__weakref__")
     _extra: Any
 
     def __init__(self, func: int, grid: Any, block: Any, args: bytes = b"", shared: int = 0) -> None:
@@ -110,6 +110,7 @@ class Launch:
         g, b = self.grid, self.block
         self._rec = LaunchRecord(func, (g[0], g[1], g[2]), (b[0], b[1], b[2]), shared, 0, None)
         self._addr = ctypes.addressof(self._rec)
+        self._item = (LAUNCH, self._addr, 0, 0)  # what the native core is handed
         self.set_args(args)
 
     def set_args(self, args: bytes) -> None:
