@@ -203,7 +203,7 @@ class Core:
         efd: int,
         spin_ns: int,
         idle_ns: int,
-        lead_ns: int = 40_000,
+        lead_ns: int = 15_000,
         prewake: bool = True,
         cap: int = 1 << 16,
     ) -> None:

@@ -53,7 +53,8 @@
 #define PY_POLL_NS 50000ull        /* while a Python fill runs, look at the words this often */
 #define LONG_WORK_NS 50000.0       /* predicted longer than this: sleep before spinning */
 #define MIN_SLEEP_NS 15000ull
-#define HOSTFN_LAG_NS 40000ull     /* a host function runs about this long after the work before it */
+#define PREWAKE_MARGIN_NS 20000ull /* pre-wake the loop this much earlier than it takes to wake */
+#define WAKE_EST_MAX_NS 500000.0
 
 typedef int CUresult;
 typedef struct arig_cuda {
@@ -92,9 +93,19 @@ typedef struct lane {
     _Atomic uint64_t hword;  /* written by host functions */
     _Atomic uint64_t t_ns;   /* CLOCK_MONOTONIC when progress was last seen */
     /* the native thread's own */
-    uint64_t pend, out, seen, backstop, t_sig, slept_for, t_look;
-    double est;
+    uint64_t pend, out, seen, backstop, t_sig, slept_for, prewoke_for, t_look;
+    uint64_t key, pend_key; /* what the in-flight burst (and the next) ends with: the estimate's key */
+    double est;             /* predicted ns from t_sig to the burst's completion */
 } lane_t;
+
+/* Predicted durations, by what a burst ends with (a launch record, a graph, a C fill):
+ * one lane runs work of very different lengths.  lo/hi: bounds learned from misses and
+ * early finds since the last hit (0: unknown). */
+#define EST_SLOTS 256
+typedef struct est {
+    uint64_t key;
+    double est, lo, hi;
+} est_t;
 
 enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_NSTATS };
 
@@ -115,10 +126,14 @@ typedef struct core {
     item_t *ring;
     int efd, nlanes, memops, prewake, started;
     int64_t spin_ns, idle_ns, lead_ns;
+    _Atomic uint64_t t_armed; /* when the loop last re-armed (its own clock read) */
+    uint64_t t_prewake;       /* when the last pre-wake wrote the eventfd (0: none pending) */
+    double wake_est;          /* how long the loop takes to wake up, learned from pre-wakes */
     void *ctx;
     arig_cuda cu;
     pthread_t th;
     _Atomic uint64_t stats[S_NSTATS];
+    est_t ests[EST_SLOTS];
     lane_t lanes[MAX_LANES];
 } core_t;
 
@@ -215,6 +230,43 @@ static int host_signal(core_t *c, int li, uint64_t v) {
     return rc;
 }
 
+static est_t *est_of(core_t *c, uint64_t key) {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
+    if (e->key != key) {
+        e->key = key;
+        e->est = e->lo = e->hi = 0;
+    }
+    return e;
+}
+
+/* Seen by a spin after d ns: the estimate is good; follow it. */
+static void est_hit(core_t *c, lane_t *l, double d) {
+    est_t *e = est_of(c, l->key);
+    e->est = e->est == 0 ? d : 0.8 * e->est + 0.2 * d;
+    e->lo = e->hi = 0;
+    l->est = e->est;
+}
+
+/* Found done on waking at t_sig + bound: it took less.  Not done when a spin gave up at
+ * t_sig + bound: it takes more.  Between two such bounds, bisect; else step. */
+static void est_bound(core_t *c, lane_t *l, double bound, int done) {
+    est_t *e = est_of(c, l->key);
+    if (done)
+        e->hi = e->hi == 0 || bound < e->hi ? bound : e->hi;
+    else
+        e->lo = bound > e->lo ? bound : e->lo;
+    if (e->lo > 0 && e->hi > 0 && e->lo >= e->hi)
+        e->lo = e->hi = 0; /* the work's length moved: start over */
+    if (e->lo > 0 && e->hi > 0)
+        e->est = (e->lo + e->hi) / 2;
+    else if (done)
+        e->est = 0.7 * (e->est < bound ? e->est : bound);
+    else
+        e->est = 1.5 * e->est > bound ? 1.5 * e->est : bound;
+    l->est = e->est;
+}
+
 /* End of a burst: have the GPU (or a host function) signal each lane's last value. */
 static void signal_lanes(core_t *c) {
     uint64_t t = 0;
@@ -227,8 +279,11 @@ static void signal_lanes(core_t *c) {
             set_fault(c, rc, (uint32_t)i, l->pend);
             return;
         }
-        if (l->out <= l->seen)
-            l->t_sig = t ? t : (t = now_ns()); /* the lane was idle: a new prediction starts */
+        if (l->out <= l->seen) { /* the lane was idle: a new prediction starts */
+            l->t_sig = t ? t : (t = now_ns());
+            l->key = l->pend_key;
+            l->est = est_of(c, l->key)->est;
+        }
         l->out = l->pend;
         l->slept_for = 0;
     }
@@ -266,12 +321,6 @@ static int look(core_t *c, uint64_t now) {
             if (t <= l->t_look) /* no host function stamped this progress: it is seen now */
                 atomic_store(&l->t_ns, t = now);
             l->t_look = t;
-            if (l->backstop >= d && d > l->seen && t > l->t_sig + HOSTFN_LAG_NS) {
-                /* told by the backstop: the work took about this long (learn upwards only) */
-                double e = (double)(t - l->t_sig - HOSTFN_LAG_NS);
-                if (e > l->est)
-                    l->est = e;
-            }
             l->seen = d;
             progressed = 1;
         }
@@ -349,8 +398,39 @@ static void run_python(core_t *c, item_t *it) {
     int32_t rc = atomic_load(&c->py_rc);
     if (rc)
         set_fault(c, rc, it->lane, it->v); /* -1: Python reports its own exception */
-    else
+    else {
         c->lanes[it->lane].pend = it->v;
+        c->lanes[it->lane].pend_key = (uint64_t)K_PY << 56;
+    }
+}
+
+/* Wake the loop ahead of a completion (two-stage wake): its first wake-up after a long
+ * idle is the slow one; the one that tells the completion then finds it awake. */
+static void prewake(core_t *c) {
+    atomic_store(&c->armed, 1);
+    if (atomic_exchange(&c->armed, 0)) {
+        uint64_t one = 1;
+        ssize_t r = write(c->efd, &one, sizeof one);
+        (void)r;
+        c->t_prewake = now_ns();
+        stat_add(c, S_EFD_WRITES);
+    }
+    stat_add(c, S_PREWAKES);
+}
+
+/* How long did the loop take to wake after the last pre-wake? */
+static void learn_wake(core_t *c, uint64_t now) {
+    if (!c->t_prewake)
+        return;
+    uint64_t armed_at = atomic_load(&c->t_armed);
+    if (armed_at > c->t_prewake) {
+        c->wake_est = 0.7 * c->wake_est + 0.3 * (double)(armed_at - c->t_prewake);
+        c->t_prewake = 0;
+    } else if ((double)(now - c->t_prewake) > c->wake_est) {
+        c->wake_est = (double)(now - c->t_prewake); /* not awake yet: at least this long */
+    }
+    if (c->wake_est > WAKE_EST_MAX_NS)
+        c->wake_est = WAKE_EST_MAX_NS;
 }
 
 static void *run(void *arg) {
@@ -376,10 +456,12 @@ static void *run(void *arg) {
                         run_python(c, it);
                     } else {
                         CUresult rc = run_item(c, it);
-                        if (rc)
+                        if (rc) {
                             set_fault(c, rc, it->lane, it->v);
-                        else
+                        } else {
                             c->lanes[it->lane].pend = it->v;
+                            c->lanes[it->lane].pend_key = it->a ^ ((uint64_t)it->kind << 56);
+                        }
                     }
                 }
                 stat_add(c, S_ITEMS);
@@ -435,24 +517,42 @@ static void *run(void *arg) {
             continue;
         }
         if (l->backstop < l->out && l->est > LONG_WORK_NS && l->slept_for != l->out) {
-            uint64_t wake = l->t_sig + (uint64_t)l->est - (uint64_t)c->lead_ns - (uint64_t)over;
+            /* Long work: sleep until shortly before the predicted end (timed, push-interruptible).
+             * On the way, wake the loop ahead of the completion by about as long as the loop takes to
+             * wake (a vCPU idle for long wakes slowly), so that it is up when the completion comes. */
+            uint64_t due = l->t_sig + (uint64_t)l->est;
+            uint64_t spin_at = due - (uint64_t)c->lead_ns - (uint64_t)over;
+            uint64_t pre_at = due - (uint64_t)c->wake_est - PREWAKE_MARGIN_NS - (uint64_t)over;
+            if (c->prewake && l->prewoke_for != l->out && pre_at + MIN_SLEEP_NS < spin_at && pre_at > l->t_sig) {
+                if (pre_at > now + MIN_SLEEP_NS) {
+                    sleep_until_push(c, t, pre_at - now);
+                    if (now_ns() + 1000 < pre_at)
+                        continue; /* a push came: look at it first */
+                }
+                l->prewoke_for = l->out;
+                if (lane_done(l) < l->out)
+                    prewake(c);
+                continue;
+            }
             l->slept_for = l->out;
-            if (wake > now + MIN_SLEEP_NS) {
-                uint64_t w0 = wake;
-                sleep_until_push(c, t, wake - now);
+            if (spin_at > now + MIN_SLEEP_NS) {
+                sleep_until_push(c, t, spin_at - now);
                 uint64_t a = now_ns();
-                if (a + 1000 >= w0) {
-                    if (a > w0)
-                        over = 0.8 * over + 0.2 * (double)(a - w0);
+                if (a + 1000 >= spin_at) {
+                    if (a > spin_at)
+                        over = 0.8 * over + 0.2 * (double)(a - spin_at);
+                    learn_wake(c, a);
                     if (lane_done(l) >= l->out) {
-                        double step = l->est * 0.05 > 2000 ? l->est * 0.05 : 2000;
-                        l->est = l->est > step ? l->est - step : 0; /* done before the window opened */
+                        /* Done before the window opened: it took less than a - t_sig.  Come down
+                         * fast (an estimate too long costs a whole sleep per operation). */
+                        est_bound(c, l, (double)(a - l->t_sig), 1);
                         stat_add(c, S_EARLY);
-                    } else if (c->prewake) {
-                        atomic_store(&c->armed, 1); /* get the loop's vCPU up before the completion */
-                        kick(c);
-                        stat_add(c, S_PREWAKES);
+                    } else if (c->prewake && l->prewoke_for != l->out) {
+                        l->prewoke_for = l->out;
+                        prewake(c);
                     }
+                } else {
+                    l->slept_for = 0; /* a push came first: sleep again after it */
                 }
                 continue;
             }
@@ -473,8 +573,7 @@ static void *run(void *arg) {
         if (look(c, seen_at)) {
             last_progress = seen_at;
             if (l->seen >= target && l->backstop < target) {
-                double d = (double)(seen_at - l->t_sig); /* seen by this spin: learn */
-                l->est = l->est == 0 ? d : 0.8 * l->est + 0.2 * d;
+                est_hit(c, l, (double)(seen_at - l->t_sig)); /* seen by this spin: learn */
                 stat_add(c, S_SPIN_HITS);
             }
             if (l->seen < l->out)
@@ -495,7 +594,9 @@ static void *run(void *arg) {
                 x->backstop = x->out;
             }
         }
-        l->est += (double)c->spin_ns / 2;
+        /* Not done when the spin gave up: it takes longer than that (learn only this bound:
+         * the backstop's own time comes late by the host function's delay, never learn from it). */
+        est_bound(c, l, (double)(now_ns() - l->t_sig), 0);
         stat_add(c, S_SPIN_MISSES);
     }
     look(c, now_ns());
@@ -536,6 +637,7 @@ core_t *arig_core_create(const arig_cuda *cu, void *ctx, int nlanes, void **stre
     c->idle_ns = idle_ns;
     c->lead_ns = lead_ns;
     c->prewake = prewake;
+    c->wake_est = 50000.0;
     atomic_store(&c->armed, 1);
     for (int i = 0; i < nlanes; i++) {
         c->lanes[i].stream = streams[i];
@@ -595,6 +697,7 @@ void arig_core_want_space(core_t *c) {
 
 /* Loop thread, in its eventfd reader: re-arm with a full barrier (then read the lanes). */
 void arig_core_arm(core_t *c) {
+    atomic_store_explicit(&c->t_armed, now_ns(), memory_order_relaxed);
     atomic_exchange(&c->armed, 1);
     atomic_thread_fence(memory_order_seq_cst);
 }
@@ -628,8 +731,9 @@ int arig_core_loop_spin(core_t *c, const uint64_t *seen, int64_t ns) {
         for (int i = 0; i < c->nlanes; i++)
             if (lane_done(&c->lanes[i]) > seen[i])
                 return 1;
-        if (atomic_load(&c->fault) || now_ns() > end)
-            break;
+        uint64_t t = now_ns(), due = atomic_load_explicit(&c->due, memory_order_relaxed);
+        if (atomic_load(&c->fault) || t > end || due > end)
+            break; /* out of time, or the completion is predicted past the window */
         cpu_relax();
     }
     atomic_exchange(&c->armed, 1);

@@ -236,8 +236,8 @@ class NativeCompletion:
         """Is a waiter pending and a completion predicted within ``window_ns``?"""
         if self.core is None or not self._owner.timeline.waiting:
             return False
-        due = self.core.due()
-        return due != 0 and due - now_ns < window_ns
+        due = self.core.due()  # 0: nothing predicted yet (just submitted); the spin ends once it is, if past the window
+        return due - now_ns < window_ns
 
     def spin(self, ns: int) -> bool:
         return self.core is not None and self.core.loop_spin(ns)
