@@ -103,7 +103,7 @@ typedef struct lane {
  * early finds since the last hit (0: unknown). */
 #define EST_SLOTS 256
 typedef struct est {
-    uint64_t key;
+    uint64_t key, hits;
     double est, lo, hi;
 } est_t;
 
@@ -235,6 +235,7 @@ static est_t *est_of(core_t *c, uint64_t key) {
     est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
     if (e->key != key) {
         e->key = key;
+        e->hits = 0;
         e->est = e->lo = e->hi = 0;
     }
     return e;
@@ -245,13 +246,29 @@ static void est_hit(core_t *c, lane_t *l, double d) {
     est_t *e = est_of(c, l->key);
     e->est = e->est == 0 ? d : 0.8 * e->est + 0.2 * d;
     e->lo = e->hi = 0;
+    e->hits++;
     l->est = e->est;
 }
 
 /* Found done on waking at t_sig + bound: it took less.  Not done when a spin gave up at
- * t_sig + bound: it takes more.  Between two such bounds, bisect; else step. */
+ * t_sig + bound: it takes more.  Until a spin has seen this work complete, bisect between
+ * such bounds (or step by half again); after that, nudge (its length jitters a little). */
 static void est_bound(core_t *c, lane_t *l, double bound, int done) {
     est_t *e = est_of(c, l->key);
+    if (e->hits) {
+        if (done) {
+            double step = e->est * 0.05 > 2000 ? e->est * 0.05 : 2000;
+            e->est = e->est > bound ? bound : e->est - step;
+        } else {
+            e->est += (double)c->spin_ns / 2;
+            if (e->est < bound)
+                e->est = bound;
+        }
+        if (e->est < 0)
+            e->est = 0;
+        l->est = e->est;
+        return;
+    }
     if (done)
         e->hi = e->hi == 0 || bound < e->hi ? bound : e->hi;
     else
@@ -520,27 +537,32 @@ static void *run(void *arg) {
             /* Long work: sleep until shortly before the predicted end (timed, push-interruptible).
              * On the way, wake the loop ahead of the completion by about as long as the loop takes to
              * wake (a vCPU idle for long wakes slowly), so that it is up when the completion comes. */
-            uint64_t due = l->t_sig + (uint64_t)l->est;
-            uint64_t spin_at = due - (uint64_t)c->lead_ns - (uint64_t)over;
-            uint64_t pre_at = due - (uint64_t)c->wake_est - PREWAKE_MARGIN_NS - (uint64_t)over;
-            if (c->prewake && l->prewoke_for != l->out && pre_at + MIN_SLEEP_NS < spin_at && pre_at > l->t_sig) {
-                if (pre_at > now + MIN_SLEEP_NS) {
-                    sleep_until_push(c, t, pre_at - now);
-                    if (now_ns() + 1000 < pre_at)
+            /* Signed: an estimate shorter than the leads must not wrap around. */
+            int64_t due = (int64_t)l->t_sig + (int64_t)l->est, n = (int64_t)now;
+            int64_t spin_at = due - c->lead_ns - (int64_t)over;
+            int64_t pre_at = due - (int64_t)c->wake_est - (int64_t)PREWAKE_MARGIN_NS - (int64_t)over;
+            if (c->prewake && l->prewoke_for != l->out && pre_at + (int64_t)MIN_SLEEP_NS < spin_at && pre_at > (int64_t)l->t_sig) {
+                if (pre_at > n + (int64_t)MIN_SLEEP_NS) {
+                    sleep_until_push(c, t, (uint64_t)(pre_at - n));
+                    if ((int64_t)now_ns() + 1000 < pre_at)
                         continue; /* a push came: look at it first */
                 }
                 l->prewoke_for = l->out;
-                if (lane_done(l) < l->out)
+                if (lane_done(l) < l->out) {
                     prewake(c);
+                } else { /* done already: it took less than this */
+                    est_bound(c, l, (double)(now_ns() - l->t_sig), 1);
+                    stat_add(c, S_EARLY);
+                }
                 continue;
             }
             l->slept_for = l->out;
-            if (spin_at > now + MIN_SLEEP_NS) {
-                sleep_until_push(c, t, spin_at - now);
+            if (spin_at > n + (int64_t)MIN_SLEEP_NS) {
+                sleep_until_push(c, t, (uint64_t)(spin_at - n));
                 uint64_t a = now_ns();
-                if (a + 1000 >= spin_at) {
-                    if (a > spin_at)
-                        over = 0.8 * over + 0.2 * (double)(a - spin_at);
+                if ((int64_t)a + 1000 >= spin_at) {
+                    if ((int64_t)a > spin_at)
+                        over = 0.8 * over + 0.2 * (double)((int64_t)a - spin_at);
                     learn_wake(c, a);
                     if (lane_done(l) >= l->out) {
                         /* Done before the window opened: it took less than a - t_sig.  Come down
