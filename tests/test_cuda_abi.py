@@ -26,6 +26,7 @@ import pytest
 
 import arig
 import arig._env
+import arig.cuda._abi
 import arig.cuda
 import arig.cuda._device
 import arig.cuda._gpu
@@ -165,7 +166,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLib]:
     """libcuda replaced, for the record, the GPU state and the capture module."""
     _forget_fake_captures()
     f = FakeLib()
-    monkeypatch.setattr(abi, "lib", f)
+    monkeypatch.setattr(arig.cuda._abi, "lib", f)
     monkeypatch.setattr(arig.cuda._gpu, "lib", f)
     monkeypatch.setattr(capture, "lib", f)
     yield f

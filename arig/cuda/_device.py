@@ -26,6 +26,7 @@ from .. import _env, _native
 from .._errors import ArigTypeError, ArigValueError, OpenError
 from .._memory import Buffer, Image
 from ..device import Backend
+from . import _abi
 from ._completion import NativeCompletion, PureCompletion, name_thread
 from ._gpu import gpu_state
 from ._launch import _LAYOUTS, Launch
@@ -50,8 +51,6 @@ STICKY = frozenset({700, 714, 715, 716, 717, 718, 719})
 ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_minor": 76, "unified_addressing": 41}
 #: Timeline words (pinned memory) of closed devices whose streams still had work queued.
 _ORPHANS: list[tuple[Any, ...]] = []
-#: ``arig.cuda_abi.Graph``, set at the first open (cuda_abi imports this module).
-_GraphType: Any = None
 
 
 def _relaxed_capture_mode() -> None:
@@ -194,12 +193,8 @@ class CudaBackend(Backend):
         except BaseException:
             self._release()
             raise
-        from .. import cuda_abi
-
-        global _GraphType
-        _GraphType = cuda_abi.Graph
-        self.record = cuda_abi.CudaAbi._for_backend(self)
-        self.capabilities = dict([cuda_abi.declare(self.record)])
+        self.record = _abi.CudaAbi._for_backend(self)
+        self.capabilities = dict([_abi.declare(self.record)])
 
     # -- open ------------------------------------------------------------------
     def _set_sched(self, sched: str | None) -> None:
@@ -347,7 +342,7 @@ class CudaBackend(Backend):
             item: tuple[Any, ...] = fill._item
         elif t is _Copy:
             item = (fill.kind, fill.a, fill.b, fill.c)
-        elif t is _GraphType:
+        elif t is _abi.Graph:
             if arg is not None:
                 raise ArigValueError("a Graph submitted as the fill takes no arg")
             item = (_native.GRAPH, fill.handle, 0, 0)

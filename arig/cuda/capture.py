@@ -218,7 +218,7 @@ def _resolve(context: Any) -> int:
     record = context
     capability = getattr(context, "capability", None)
     if callable(capability):
-        from ..cuda_abi import KEY
+        from ._abi import KEY
 
         record = capability(KEY)
         if record is None:
