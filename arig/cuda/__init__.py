@@ -11,7 +11,15 @@ from ._device import FILL, CudaOpener, count
 from ._launch import Launch, check_args, pack
 from ._lib import CudaError, CudaOutOfMemory, CudaUnavailable
 
-__all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture"]
+__all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture", "shipped_image"]
+
+
+def shipped_image() -> bytes:
+    """arig's own kernels (``arig/kernels/kernels.cu``: ``saxpy``, ``empty``, ``spin``, ``store``,
+    ``illegal``) as a cubin, for examples and tests: ``await dev.load(arig.cuda.shipped_image())``."""
+    from ._demo import shipped_image as image
+
+    return image()
 
 
 def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 40, sched: str | None = None, memops: bool | None = None) -> CudaOpener:

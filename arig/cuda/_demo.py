@@ -1,5 +1,5 @@
 """The demo's saxpy on a CUDA device: the shipped cubin's ``saxpy`` kernel,
-launched by a Python fill with a packed argument buffer."""
+a prepared ``Launch`` submitted as the fill (the device's native thread launches it)."""
 
 from __future__ import annotations
 
@@ -20,16 +20,12 @@ def shipped_image() -> bytes:
     return (Path(__file__).resolve().parent.parent / "kernels" / "kernels.cubin").read_bytes()
 
 
-def _launch_fill(stream: int, launch: Launch, v: int) -> int:
-    return launch(stream)
-
-
 async def cuda_saxpy(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buffer, int], Awaitable[int]]:
     image = await dev.load(shipped_image())
     func = image.function("saxpy")
 
     async def saxpy(a: float, bx: arig.Buffer, by: arig.Buffer, n: int) -> int:
         launch = Launch(func, ((n + 255) // 256, 1, 1), (256, 1, 1), pack(np.float32(a), bx, by, np.int32(n)))
-        return await dev.submit(_launch_fill, launch, keep=(image, bx, by))
+        return await dev.submit(launch, keep=(image, bx, by))
 
     return saxpy
