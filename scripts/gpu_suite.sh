@@ -81,6 +81,9 @@ step "python -m arig top --json --count 1"
 run top 30 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig top --json --count 1
 step "python -m arig demo --device cuda:0"
 run demo_cuda 90 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo --device cuda:0 --quiet
+step "the README's example, as printed"
+awk '/^```python$/{f=1;next}/^```$/{if(f){f=0;exit}}f' README.md > /tmp/readme_example.py
+run readme_example 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 /tmp/readme_example.py
 step "python -m arig demo --device host"
 run demo_host 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo --device host --tasks 16 --iters 50 --quiet
 

@@ -17,19 +17,18 @@ this module opens, describes, allocates, loads and closes.
 from __future__ import annotations
 
 import ctypes
-from ctypes import byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
+from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
-
-import numpy as np
 
 from .. import _env, _native
 from .._errors import ArigTypeError, ArigValueError, OpenError
-from .._memory import Buffer, Image
 from ..device import Backend
 from . import _abi
 from ._completion import NativeCompletion, PureCompletion, name_thread
+from ._items import Copy, _CFill, _c_arg, _graph_fill, _launch_fill
+from ._resources import Resources
 from ._gpu import gpu_state
-from ._launch import _LAYOUTS, Launch
+from ._launch import Launch
 from ._lib import FILL, CudaError, CudaUnavailable, check, lib, prefetch_error_names
 
 __all__ = ["CudaOpener", "CudaBackend", "count", "FILL"]
@@ -83,31 +82,6 @@ def count() -> int:
         return 0
 
 
-class _CFill:
-    """A C fill, called through ctypes without the GIL."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
-
-
-def _c_arg(arg: Any) -> int | None:
-    if arg is None or type(arg) is int:
-        return arg
-    if isinstance(arg, ctypes.Structure):
-        return ctypes.addressof(arg)
-    if isinstance(arg, int) and not isinstance(arg, bool):
-        return int(arg)
-    if isinstance(arg, Buffer):
-        return arg.address
-    if isinstance(arg, ctypes._Pointer):  # type: ignore[attr-defined]
-        return ctypes.cast(arg, c_void_p).value
-    if isinstance(arg, (ctypes._SimpleCData, ctypes.Structure, ctypes.Array, ctypes.Union)):  # type: ignore[attr-defined]
-        return ctypes.addressof(arg)
-    raise ArigTypeError(f"a C fill's arg must be None, an int address, a Buffer or a ctypes object, got {type(arg).__name__}")
-
-
 class CudaOpener:
     """Opener of GPU ``index`` through libcuda (name ``"CUDA"`` or ``"CUDA:i"``)."""
 
@@ -127,30 +101,9 @@ class CudaOpener:
         return f"arig.cuda.gpu({self.index})"
 
 
-class _Copy:
-    """A copy between host and device memory: run by the native core, or called as a Python fill."""
+class CudaBackend(Resources, Backend):
+    """Open, describe, queues and close; submission items; memory and images come from ``Resources``."""
 
-    __slots__ = ("kind", "a", "b", "c")
-
-    def __init__(self, to_device: bool, dev: int, host: int, n: int) -> None:
-        self.kind = _native.H2D if to_device else _native.D2H
-        self.a, self.b, self.c = (dev, host, n) if to_device else (host, dev, n)
-
-    def __call__(self, stream: int, arg: Any, v: int) -> int:
-        if self.kind == _native.H2D:
-            return int(lib.cuMemcpyHtoDAsync_v2(self.a, self.b, self.c, stream))
-        return int(lib.cuMemcpyDtoHAsync_v2(self.a, self.b, self.c, stream))
-
-
-def _launch_fill(stream: int, launch: Any, v: int) -> int:
-    return int(launch(stream))
-
-
-def _graph_fill(stream: int, graph: Any, v: int) -> int:
-    return int(graph.launch(stream))
-
-
-class CudaBackend(Backend):
     def __init__(self, opener: CudaOpener) -> None:
         self.name = opener.name
         i = opener.index
@@ -340,7 +293,7 @@ class CudaBackend(Backend):
             if self.native:
                 return fill._item
             item: tuple[Any, ...] = fill._item
-        elif t is _Copy:
+        elif t is Copy:
             item = (fill.kind, fill.a, fill.b, fill.c)
         elif t is _abi.Graph:
             if arg is not None:
@@ -396,76 +349,6 @@ class CudaBackend(Backend):
         assert self.completion is not None
         self.completion.signal(qi, v)
 
-    # -- memory ------------------------------------------------------------------
-    def alloc(self, nbytes: int, kind: str | None) -> Buffer:
-        kind = kind or "device"
-        if kind == "device":
-            d = c_uint64()
-            check(lib.cuMemAlloc_v2(byref(d), nbytes), f"cuMemAlloc({nbytes})")
-            addr = d.value
-            host = None
-        elif kind in ("pinned", "mapped"):
-            p = c_void_p()
-            flags = CU_MEMHOSTALLOC_PORTABLE | (CU_MEMHOSTALLOC_DEVICEMAP if kind == "mapped" else 0)
-            check(lib.cuMemHostAlloc(byref(p), nbytes, flags), f"cuMemHostAlloc({nbytes})")
-            addr = p.value or 0
-            host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
-        else:
-            raise ArigValueError(f"kind must be 'device', 'pinned' or 'mapped', not {kind!r}")
-        self._live[addr] = kind
-        return Buffer(self.name, kind, addr, nbytes, _Release(self.post, self._free, addr), host=host, cuda_device_memory=kind == "device")
-
-    def _free(self, addr: int) -> None:
-        kind = self._live.pop(addr, None)
-        if kind == "device":
-            lib.cuMemFree_v2(addr)
-        elif kind is not None:
-            lib.cuMemFreeHost(addr)
-
-    def copy_fill(self, buf: Buffer, array: np.ndarray, to_device: bool) -> tuple[Any, Any]:
-        return _Copy(to_device, buf.address, array.ctypes.data, array.nbytes), None
-
-    # -- images ------------------------------------------------------------------
-    def load(self, image: bytes) -> Image:
-        self.gpu.reclaim()
-        data = image
-        if not (data[:4] == b"\x7fELF" or data[:4] == b"\x50\xed\x55\xba"):
-            data = data + b"\0"  # PTX is text: libcuda reads it up to a NUL
-        buf = ctypes.create_string_buffer(data, len(data))
-        mod = c_void_p()
-        check(lib.cuModuleLoadData(byref(mod), buf), "cuModuleLoadData")
-        m = mod.value or 0
-        try:
-            functions, layouts = _enumerate(m)
-        except BaseException:
-            lib.cuModuleUnload(m)
-            raise
-        self.gpu.add_module(m)
-        self._images.add(m)
-        img = Image(self.name, m, functions, _Release(self.post, self._unload, m))
-        img.layouts = layouts  # type: ignore[attr-defined]
-        for f, layout in zip(functions.values(), layouts.values()):
-            _LAYOUTS[f] = layout
-            self._modules_of[f] = m
-        return img
-
-    def module_of(self, func: int) -> int | None:
-        """The module of a function this device loaded, or None."""
-        return self._modules_of.get(func)
-
-    def lost_cause(self) -> BaseException | None:
-        tl = getattr(self, "timeline", None)
-        return None if tl is None else tl.cause
-
-    def _unload(self, module: int) -> None:
-        if module in self._images:
-            self._images.discard(module)
-            for f in [f for f, m in self._modules_of.items() if m == module]:
-                del self._modules_of[f]  # a later module at the same address is another image
-                _LAYOUTS.pop(f, None)
-            self.gpu.release_module(module)
-            self.gpu.reclaim()
-
     # -- the end -------------------------------------------------------------------
     def close(self) -> None:
         self.record._stop()  # graph calls in flight finish first; later ones are refused
@@ -513,42 +396,3 @@ class CudaBackend(Backend):
         if self.ctx:
             lib.cuDevicePrimaryCtxRelease_v2(self.cudev)
             self.ctx = 0
-
-
-class _Release:
-    """A finalizer's callable that holds no reference to its buffer or image."""
-
-    __slots__ = ("post", "fn", "handle")
-
-    def __init__(self, post: Any, fn: Any, handle: int) -> None:
-        self.post, self.fn, self.handle = post, fn, handle
-
-    def __call__(self) -> None:
-        self.post(self.fn, self.handle)
-
-
-def _enumerate(module: int) -> tuple[dict[str, int], dict[str, tuple[tuple[int, int], ...]]]:
-    n = c_uint()
-    check(lib.cuModuleGetFunctionCount(byref(n), module), "cuModuleGetFunctionCount")
-    funcs = (c_void_p * n.value)()
-    if n.value:
-        check(lib.cuModuleEnumerateFunctions(funcs, n.value, module), "cuModuleEnumerateFunctions")
-    names: dict[str, int] = {}
-    layouts: dict[str, tuple[tuple[int, int], ...]] = {}
-    for f in funcs:
-        s = c_char_p()
-        check(lib.cuFuncGetName(byref(s), f), "cuFuncGetName")
-        name = (s.value or b"").decode()
-        # The enumerated handle may be a CUkernel-backed function: take the
-        # module's own CUfunction for it, which is what launches expect.
-        h = c_void_p()
-        check(lib.cuModuleGetFunction(byref(h), module, name.encode()), f"cuModuleGetFunction({name})")
-        names[name] = h.value or 0
-        layout = []
-        for k in range(4096):
-            off, size = c_size_t(), c_size_t()
-            if lib.cuFuncGetParamInfo(h, k, byref(off), byref(size)) != 0:
-                break
-            layout.append((off.value, size.value))
-        layouts[name] = tuple(layout)
-    return names, layouts

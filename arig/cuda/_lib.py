@@ -10,7 +10,6 @@ them in one process, on the same primary contexts.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any

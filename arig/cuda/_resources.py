@@ -1,0 +1,146 @@
+"""A CUDA device's memory and images: allocations, frees, loads, unloads.
+
+Runs on the device's Python submit thread (``Device.alloc``/``load`` are
+controls; frees and unloads come from finalizers through ``post``).  Images'
+modules are shared with the GPU's process-wide state (``_gpu``), which keeps
+a module loaded while a graph uses its kernels.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import byref, c_char_p, c_size_t, c_uint, c_uint64, c_void_p
+from typing import Any
+
+import numpy as np
+
+from .._errors import ArigValueError
+from .._memory import Buffer, Image
+from ._items import Copy
+from ._launch import _LAYOUTS
+from ._lib import check, lib
+
+__all__ = ["Resources"]
+
+CU_MEMHOSTALLOC_PORTABLE = 1
+CU_MEMHOSTALLOC_DEVICEMAP = 2
+
+
+class Resources:
+    """Memory and images of a CUDA backend (a mixin: the backend holds the state)."""
+
+    name: str
+    post: Any
+    gpu: Any
+    _live: dict[int, str]
+    _images: set[int]
+    _modules_of: dict[int, int]
+
+    # -- memory ------------------------------------------------------------------
+    def alloc(self, nbytes: int, kind: str | None) -> Buffer:
+        kind = kind or "device"
+        if kind == "device":
+            d = c_uint64()
+            check(lib.cuMemAlloc_v2(byref(d), nbytes), f"cuMemAlloc({nbytes})")
+            addr = d.value
+            host = None
+        elif kind in ("pinned", "mapped"):
+            p = c_void_p()
+            flags = CU_MEMHOSTALLOC_PORTABLE | (CU_MEMHOSTALLOC_DEVICEMAP if kind == "mapped" else 0)
+            check(lib.cuMemHostAlloc(byref(p), nbytes, flags), f"cuMemHostAlloc({nbytes})")
+            addr = p.value or 0
+            host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
+        else:
+            raise ArigValueError(f"kind must be 'device', 'pinned' or 'mapped', not {kind!r}")
+        self._live[addr] = kind
+        return Buffer(self.name, kind, addr, nbytes, _Release(self.post, self._free, addr), host=host, cuda_device_memory=kind == "device")
+
+    def _free(self, addr: int) -> None:
+        kind = self._live.pop(addr, None)
+        if kind == "device":
+            lib.cuMemFree_v2(addr)
+        elif kind is not None:
+            lib.cuMemFreeHost(addr)
+
+    def copy_fill(self, buf: Buffer, array: np.ndarray, to_device: bool) -> tuple[Any, Any]:
+        return Copy(to_device, buf.address, array.ctypes.data, array.nbytes), None
+
+    # -- images ------------------------------------------------------------------
+    def load(self, image: bytes) -> Image:
+        self.gpu.reclaim()
+        data = image
+        if not (data[:4] == b"\x7fELF" or data[:4] == b"\x50\xed\x55\xba"):
+            data = data + b"\0"  # PTX is text: libcuda reads it up to a NUL
+        buf = ctypes.create_string_buffer(data, len(data))
+        mod = c_void_p()
+        check(lib.cuModuleLoadData(byref(mod), buf), "cuModuleLoadData")
+        m = mod.value or 0
+        try:
+            functions, layouts = _enumerate(m)
+        except BaseException:
+            lib.cuModuleUnload(m)
+            raise
+        self.gpu.add_module(m)
+        self._images.add(m)
+        img = Image(self.name, m, functions, _Release(self.post, self._unload, m))
+        img.layouts = layouts  # type: ignore[attr-defined]
+        for f, layout in zip(functions.values(), layouts.values()):
+            _LAYOUTS[f] = layout
+            self._modules_of[f] = m
+        return img
+
+    def module_of(self, func: int) -> int | None:
+        """The module of a function this device loaded, or None."""
+        return self._modules_of.get(func)
+
+    def lost_cause(self) -> BaseException | None:
+        tl = getattr(self, "timeline", None)
+        return None if tl is None else tl.cause
+
+    def _unload(self, module: int) -> None:
+        if module in self._images:
+            self._images.discard(module)
+            for f in [f for f, m in self._modules_of.items() if m == module]:
+                del self._modules_of[f]  # a later module at the same address is another image
+                _LAYOUTS.pop(f, None)
+            self.gpu.release_module(module)
+            self.gpu.reclaim()
+
+
+class _Release:
+    """A finalizer's callable that holds no reference to its buffer or image."""
+
+    __slots__ = ("post", "fn", "handle")
+
+    def __init__(self, post: Any, fn: Any, handle: int) -> None:
+        self.post, self.fn, self.handle = post, fn, handle
+
+    def __call__(self) -> None:
+        self.post(self.fn, self.handle)
+
+
+def _enumerate(module: int) -> tuple[dict[str, int], dict[str, tuple[tuple[int, int], ...]]]:
+    n = c_uint()
+    check(lib.cuModuleGetFunctionCount(byref(n), module), "cuModuleGetFunctionCount")
+    funcs = (c_void_p * n.value)()
+    if n.value:
+        check(lib.cuModuleEnumerateFunctions(funcs, n.value, module), "cuModuleEnumerateFunctions")
+    names: dict[str, int] = {}
+    layouts: dict[str, tuple[tuple[int, int], ...]] = {}
+    for f in funcs:
+        s = c_char_p()
+        check(lib.cuFuncGetName(byref(s), f), "cuFuncGetName")
+        name = (s.value or b"").decode()
+        # The enumerated handle may be a CUkernel-backed function: take the
+        # module's own CUfunction for it, which is what launches expect.
+        h = c_void_p()
+        check(lib.cuModuleGetFunction(byref(h), module, name.encode()), f"cuModuleGetFunction({name})")
+        names[name] = h.value or 0
+        layout = []
+        for k in range(4096):
+            off, size = c_size_t(), c_size_t()
+            if lib.cuFuncGetParamInfo(h, k, byref(off), byref(size)) != 0:
+                break
+            layout.append((off.value, size.value))
+        layouts[name] = tuple(layout)
+    return names, layouts
