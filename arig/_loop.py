@@ -63,7 +63,8 @@ class SpinSelector(selectors.EpollSelector if hasattr(selectors, "EpollSelector"
                         c.deliver_spun()  # resolves futures: their tasks are ready now
                         timeout = 0
                     break
-        return super().select(timeout)
+        ready: list[tuple[selectors.SelectorKey, int]] = super().select(timeout)
+        return ready
 
 
 def new_event_loop(spin_us: int = DEFAULT_SPIN_US) -> asyncio.AbstractEventLoop:

@@ -214,7 +214,9 @@ class Core:
         n = len(streams)
         self._table = table  # the core copies it, but thunks it points to must live
         self._nlanes = n
-        arr = lambda t, xs: (t * n)(*xs)  # noqa: E731
+        def arr(t: Any, xs: list[int]) -> Any:
+            return (t * n)(*xs)
+
         ptr = self._fast.arig_core_create(
             ctypes.byref(table), ctx, n, arr(c_void_p, streams), arr(c_uint64, words), arr(c_uint64, word_devs),
             int(memops), efd, cap, spin_ns, idle_ns, lead_ns, int(prewake),
@@ -285,7 +287,7 @@ class Core:
     # -- the Python submit thread ---------------------------------------------------------
     def py_begin(self, v: int) -> bool:
         """Wait until the native thread reaches the Python fill of value ``v``; False: skip it."""
-        return self._slow.arig_core_py_begin(self.ptr, v) == 0
+        return bool(self._slow.arig_core_py_begin(self.ptr, v) == 0)
 
     def py_end(self, v: int, rc: int) -> None:
         self._fast.arig_core_py_end(self.ptr, v, rc)

@@ -305,6 +305,14 @@ class NativeCompletion:
             self._efd = -1
         else:
             self._efd_free = True  # closed by detach, once the loop no longer reads it
+        loop = self._loop
+        if self._reader and loop is not None and not loop.is_closed():
+            # A device never stopped (collected) is closed without Device.stop's detach:
+            # the loop drops the reader itself.  Harmless twice: detach is idempotent.
+            try:
+                loop.call_soon_threadsafe(self.detach)
+            except RuntimeError:  # the loop closed meanwhile
+                pass
 
 
 class PureCompletion:

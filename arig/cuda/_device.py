@@ -306,13 +306,13 @@ class CudaBackend(Resources, Backend):
                 raise ArigValueError(f"a C fill's address must be in 1..2**64-1, got {fill}")
             item = (_native.CFILL, fill, _c_arg(arg), 0)
         elif isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
-            known = self._cfills.get(id(fill))
+            known: tuple[Any, int] | None = self._cfills.get(id(fill))
             if known is None or known[0] is not fill:
                 if fill._restype_ is not c_int or tuple(fill._argtypes_ or ()) != (c_void_p, c_void_p, c_uint64):  # type: ignore[attr-defined]
                     raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
                 if len(self._cfills) > 256:
                     self._cfills.clear()
-                known = self._cfills[id(fill)] = (fill, ctypes.cast(fill, c_void_p).value)
+                known = self._cfills[id(fill)] = (fill, ctypes.cast(fill, c_void_p).value or 0)
             item = (_native.CFILL, known[1], _c_arg(arg), 0)
         elif callable(fill):
             return (_native.PY, fill, arg) if self.native else (fill, arg)

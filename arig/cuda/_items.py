@@ -35,9 +35,9 @@ def _c_arg(arg: Any) -> int | None:
         return int(arg)
     if isinstance(arg, Buffer):
         return arg.address
-    if isinstance(arg, ctypes._Pointer):  # type: ignore[attr-defined]
+    if isinstance(arg, ctypes._Pointer):  # type: ignore[attr-defined,unused-ignore]
         return ctypes.cast(arg, c_void_p).value
-    if isinstance(arg, (ctypes._SimpleCData, ctypes.Structure, ctypes.Array, ctypes.Union)):  # type: ignore[attr-defined]
+    if isinstance(arg, (ctypes._SimpleCData, ctypes.Structure, ctypes.Array, ctypes.Union)):  # type: ignore[attr-defined,unused-ignore]
         return ctypes.addressof(arg)
     raise ArigTypeError(f"a C fill's arg must be None, an int address, a Buffer or a ctypes object, got {type(arg).__name__}")
 

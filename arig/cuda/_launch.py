@@ -39,7 +39,7 @@ def _bytes_of(value: Any) -> tuple[bytes, int]:
         return int(value.address).to_bytes(8, "little"), 8
     if isinstance(value, np.generic):
         return value.tobytes(), value.dtype.alignment
-    if isinstance(value, ctypes._SimpleCData):  # type: ignore[attr-defined]
+    if isinstance(value, ctypes._SimpleCData):  # type: ignore[attr-defined,unused-ignore]
         return bytes(value), ctypes.alignment(value)
     raise ArigTypeError(
         f"kernel argument {value!r} has no fixed size: give numpy scalars (np.float32(2.0), np.int32(n), np.uint64(ptr)), ctypes scalars or Buffers"
@@ -126,4 +126,4 @@ class Launch:
 
     def __call__(self, stream: int) -> int:
         g, b = self.grid, self.block
-        return lib.cuLaunchKernel(self.func, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream, None, self._extra)
+        return int(lib.cuLaunchKernel(self.func, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream, None, self._extra))

@@ -388,7 +388,7 @@ class _Handle:
     _ctx: int
     _pid: int
     keep: tuple[Any, ...]
-    _finalizer: weakref.finalize
+    _finalizer: weakref.finalize[Any, Any]
 
     def __init__(self, *_: Any, **__: Any) -> None:
         raise TypeError(f"a {type(self).__name__} is made by arig.cuda.capture ({'end_capture' if self._kind == 'graph' else 'instantiate'})")

@@ -302,7 +302,8 @@ class FakeCuda:
         s = self._get(self.streams, h)
         self._usable(s.ctx)
         _fail_if(s.destroyed or (enqueue and self._cur.get(threading.get_ident(), 0) != s.ctx.handle), 400 if s.destroyed else 201)  # work is enqueued with the stream's context current
-        return s
+        stream: _Stream = s
+        return stream
 
     def _enqueue(self, s: _Stream, item: Callable[[], Any]) -> None:
         s.items.append(item)
@@ -533,7 +534,7 @@ class FakeCuda:
         self._cond.wait_for(lambda: self._idle(a.ctx))  # as libcuda: a free waits for queued work
         _fail_if(self._memory.pop(addr, None) is not a, 1)  # freed meanwhile by another thread
         self._freed.append(a)
-        return a.ctx.faulted
+        return int(a.ctx.faulted)
 
     _cuMemFree_v2 = partialmethod(_free, kinds=("device",))
     _cuMemFreeHost = partialmethod(_free, kinds=("host", "mapped"))
