@@ -16,7 +16,8 @@ __all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", 
 
 def shipped_image() -> bytes:
     """arig's own kernels (``arig/kernels/kernels.cu``: ``saxpy``, ``empty``, ``spin``, ``store``,
-    ``illegal``) as a cubin, for examples and tests: ``await dev.load(arig.cuda.shipped_image())``."""
+    ``step``, ``illegal``, ``trap``) as a fatbin with machine code for every GPU architecture
+    CUDA 13 builds for and PTX for newer ones: ``await dev.load(arig.cuda.shipped_image())``."""
     from ._demo import shipped_image as image
 
     return image()

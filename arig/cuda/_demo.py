@@ -1,4 +1,4 @@
-"""The demo's saxpy on a CUDA device: the shipped cubin's ``saxpy`` kernel,
+"""The demo's saxpy on a CUDA device: the shipped kernels' ``saxpy``,
 a prepared ``Launch`` submitted as the fill (the device's native thread launches it)."""
 
 from __future__ import annotations
@@ -16,8 +16,10 @@ __all__ = ["cuda_saxpy", "shipped_image"]
 
 
 def shipped_image() -> bytes:
-    """The cubin built from ``arig/kernels/kernels.cu`` (sm_90)."""
-    return (Path(__file__).resolve().parent.parent / "kernels" / "kernels.cubin").read_bytes()
+    """The fatbin built from ``arig/kernels/kernels.cu`` by ``scripts/build_kernels.sh``: SASS for
+    sm_75 ... sm_121 (Turing to Blackwell) and PTX of the newest, which the driver JIT-compiles
+    on newer GPUs. ``cuModuleLoadData`` picks the entry for the device."""
+    return (Path(__file__).resolve().parent.parent / "kernels" / "kernels.fatbin").read_bytes()
 
 
 async def cuda_saxpy(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buffer, int], Awaitable[int]]:

@@ -1,5 +1,3 @@
 #!/bin/sh
-# Rebuild the cubin shipped in the package (needs nvcc 12+; sm_90 is the H100/H200).
-set -e
-cd "$(dirname "$0")"
-nvcc -cubin -arch=sm_90 -O3 -o kernels.cubin kernels.cu
+# The kernels are built by scripts/build_kernels.sh (a fatbin for sm_75 ... sm_121 plus PTX).
+exec "$(dirname "$0")/../../scripts/build_kernels.sh" "$@"

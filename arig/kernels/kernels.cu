@@ -1,5 +1,6 @@
 // Kernels arig ships for its demo, tests and benchmarks.
-// Build: nvcc -cubin -arch=sm_90 -o kernels.cubin kernels.cu   (see build.sh)
+// Build: scripts/build_kernels.sh -> kernels.fatbin (SASS for sm_75 ... sm_121, PTX for the newest).
+// The names and signatures are a contract: tests/test_kernels_image.py checks them in every architecture.
 #include <stdint.h>
 
 extern "C" {
