@@ -575,3 +575,53 @@ async def test_collected_graph_destroyed_at_the_next_load_graph_or_open(fake: Fa
     assert [k for k, _ in fake.destroyed] == ["exec", "graph", "module"]
     assert fake.destroyed[0][1] == exec_ and fake.destroyed[2][1] == module
     await asyncio.wait_for(dev.stop(), T)
+
+
+# -- the low-latency loop -------------------------------------------------------------------
+
+
+def test_spin_loop_spins_only_while_work_is_in_flight_and_completes_everything() -> None:
+    """arig.new_event_loop(): its selector spins on the native core's words while a
+    completion is predicted within the window, and blocks as usual otherwise."""
+    if arig._native.library() is None:
+        pytest.skip(f"the native core is not here: {arig._native.status()}")
+    seen: list[int] = []
+    fake = FakeCuda()
+
+    async def main() -> tuple[int, int, float]:
+        from arig._loop import selector_of
+
+        sel = selector_of(asyncio.get_running_loop())
+        assert sel is not None
+        async with await _open() as dev:
+            img = await dev.load(fake.image(store=STORE))
+            buf = await dev.alloc(8 * 65)
+            launches = [Launch(img.function("store"), 1, 1, pack(buf, np.uint32(i), np.uint64(i * 3))) for i in range(1, 65)]
+            for launch in launches:
+                seen.append(await dev.run(launch))
+            spins = sel.spins
+            t0 = time.process_time()
+            await asyncio.sleep(0.3)  # nothing in flight: no spinning
+            idle_cpu = time.process_time() - t0
+            host = np.zeros(65, np.uint64)
+            await dev.download(buf, host)
+            assert list(host[1:]) == [i * 3 for i in range(1, 65)]
+            return spins, sel.spins, idle_cpu
+
+    with _use(fake):
+        loop = arig.new_event_loop(spin_us=200)
+        try:
+            spins, spins_after, idle_cpu = loop.run_until_complete(main())
+        finally:
+            loop.close()
+    assert seen == list(range(seen[0], seen[0] + 64))
+    assert spins > 0, "the selector never spun although completions were due"
+    assert spins_after - spins <= 3, "it spun while nothing was in flight"
+    assert idle_cpu < 0.2
+
+
+def test_new_event_loop_refuses_a_bad_window() -> None:
+    with pytest.raises(ValueError, match="spin_us"):
+        arig.new_event_loop(spin_us=-1)
+    with pytest.raises(ValueError, match="spin_us"):
+        arig.new_event_loop(spin_us=True)  # type: ignore[arg-type]
