@@ -95,6 +95,9 @@ run tests_no_memops 150 $(( BENCH_MIN + EXTRA_MIN )) env ARIG_NO_MEMOPS=1 python
 step "GPU completion tests on the pure-Python path (ARIG_PURE=1 tests/gpu/test_cuda_gpu.py)"
 run tests_pure 150 "$BENCH_MIN" env ARIG_PURE=1 python3 -m pytest tests/gpu/test_cuda_gpu.py -v -rfEs -p no:cacheprovider --timeout 120 ${K[@]+"${K[@]}"}
 
+step "the native core's counters and CPU per thread (scripts/probe_latency.py)"
+run probe 60 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py
+
 if [ "$BENCH" = 1 ]; then
   step "benchmarks"
   # The bench's own --max-seconds ends it (writing what it measured) before `timeout` would.
