@@ -14,6 +14,13 @@ import os
 from setuptools import Extension, setup
 
 SOURCE = "arig/_native/core.c"
+
+
+def _source_hash() -> str:
+    with open(SOURCE, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()[:16]
+
+
 ext = []
 if os.environ.get("ARIG_PURE", "") in ("", "0"):
     ext.append(
@@ -21,7 +28,7 @@ if os.environ.get("ARIG_PURE", "") in ("", "0"):
             "arig._native._arig_core",
             sources=[SOURCE],
             # The loader checks that a library was built from the core.c beside it.
-            define_macros=[("ARIG_CORE_SOURCE", '"%s"' % hashlib.sha256(open(SOURCE, "rb").read()).hexdigest()[:16])],
+            define_macros=[("ARIG_CORE_SOURCE", f'"{_source_hash()}"')],
             extra_compile_args=["-O2", "-std=c11", "-Wall"],
             extra_link_args=["-lpthread"],
             optional=True,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from . import host
 from ._errors import (
     ArigError,
+    ArigKeyError,
     ArigTypeError,
     ArigValueError,
     DeviceHang,
@@ -19,6 +20,7 @@ from ._errors import (
     DeviceStopped,
     FillError,
     OpenError,
+    WrongLoopError,
 )
 from ._loop import new_event_loop
 from ._memory import Buffer, Image
@@ -30,6 +32,7 @@ if TYPE_CHECKING:  # imported lazily at run time: see __getattr__
 
 __all__ = [
     "ArigError",
+    "ArigKeyError",
     "ArigTypeError",
     "ArigValueError",
     "Buffer",
@@ -41,6 +44,7 @@ __all__ = [
     "Image",
     "OpenError",
     "Queue",
+    "WrongLoopError",
     "cuda",
     "cuda_abi",
     "host",

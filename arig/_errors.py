@@ -3,9 +3,17 @@
 Every error arig raises on purpose descends from :class:`ArigError`.  Misuse
 errors also inherit the matching built-in, so ``except ValueError`` keeps
 working for callers that do not know arig.
+
+Every error pickles, whatever arguments its constructor takes: a worker pool
+or a process that holds a device sends its failures to another process, and
+a :class:`DeviceLost` keeps its message and its cause's text there even when
+the cause itself cannot be pickled.
 """
 
 from __future__ import annotations
+
+import pickle
+from typing import Any
 
 __all__ = [
     "ArigError",
@@ -15,12 +23,60 @@ __all__ = [
     "DeviceHang",
     "ArigValueError",
     "ArigTypeError",
+    "ArigKeyError",
+    "WrongLoopError",
     "FillError",
+    "ForeignError",
 ]
+
+
+def describe(exc: BaseException) -> str:
+    """``"Type: text"`` of an exception, even one whose ``str()`` raises.
+
+    A failure reaches every waiter through a message built from it; if
+    building that message raised, the waiters would never be told.
+    """
+    if isinstance(exc, ForeignError):
+        return f"{exc.type_name}: {exc}"
+    try:
+        text = str(exc)
+    except BaseException:  # noqa: BLE001 - any __str__ may fail; the failure must still be told
+        text = "<str() of this exception raised>"
+    return f"{type(exc).__name__}: {text}"
+
+
+def safe_repr(obj: object, limit: int = 120) -> str:
+    """``repr(obj)`` shortened to ``limit`` characters, or its type's name if that repr raises.
+
+    For messages about a caller's objects: refusing bad input must not fail
+    on the bad input's own ``__repr__``.
+    """
+    try:
+        text = repr(obj)
+    except BaseException:  # noqa: BLE001 - see describe()
+        return f"<{type(obj).__name__} object>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _rebuild(cls: type[ArigError], args: tuple[Any, ...]) -> ArigError:
+    """Unpickle an error without calling its ``__init__`` (which takes other arguments than ``args``)."""
+    # The built-in base whose __new__ the class's own construction uses: with
+    # several built-in bases (CudaOutOfMemory is a MemoryError), cls.__new__
+    # may name another, which refuses to make the class.
+    base: Any = cls
+    while base.__module__ != "builtins":
+        base = base.__base__
+    exc: ArigError = base.__new__(cls)
+    exc.args = args
+    return exc
 
 
 class ArigError(Exception):
     """Root of every error arig raises on purpose."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The message is in args, the attributes in __dict__: neither needs __init__.
+        return (_rebuild, (type(self), self.args), dict(self.__dict__) or None)
 
 
 class OpenError(ArigError):
@@ -31,6 +87,38 @@ class DeviceStopped(ArigError):
     """The device was stopped: it takes no more work."""
 
 
+class ForeignError(ArigError):
+    """A failure that could not be pickled, as it crossed to another process.
+
+    ``type_name`` is its type's name and ``str()`` its text: what a
+    :class:`DeviceLost` keeps of a cause defined only in the process it
+    happened in.
+    """
+
+    type_name: str
+
+    @classmethod
+    def of(cls, exc: BaseException) -> ForeignError:
+        try:
+            text = str(exc)
+        except BaseException:  # noqa: BLE001 - see describe()
+            text = "<str() of this exception raised>"
+        new = cls(text)
+        new.type_name = type(exc).__name__
+        return new
+
+
+def _portable(cause: BaseException | None) -> BaseException | None:
+    """``cause`` if it survives a pickle round trip, else its :class:`ForeignError` stand-in."""
+    if cause is None:
+        return None
+    try:
+        pickle.loads(pickle.dumps(cause, pickle.HIGHEST_PROTOCOL))
+    except BaseException:  # noqa: BLE001 - anything a foreign __reduce__/__init__ raises
+        return ForeignError.of(cause)
+    return cause
+
+
 class DeviceLost(ArigError):
     """The device failed and takes no more work.
 
@@ -39,15 +127,23 @@ class DeviceLost(ArigError):
     message.  The same failure is kept in ``Device.lost``.
     """
 
+    device: str
+
     def __init__(self, device: str, cause: BaseException) -> None:
-        super().__init__(f"device {device} lost: {type(cause).__name__}: {cause}")
+        super().__init__(f"device {device} lost: {describe(cause)}")
         self.device = device
         self.__cause__ = cause
 
     @property
     def cause(self) -> BaseException:
+        """The failure that lost the device (a :class:`ForeignError` once unpickled, if it could not be pickled)."""
         assert self.__cause__ is not None
         return self.__cause__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = dict(self.__dict__)
+        state["__cause__"] = _portable(self.__cause__)  # restored by BaseException.__setstate__
+        return (_rebuild, (type(self), self.args), state)
 
 
 class DeviceHang(ArigError):
@@ -59,11 +155,28 @@ class ArigValueError(ArigError, ValueError):
 
 
 class ArigTypeError(ArigError, TypeError):
-    """Bad input: an object of the wrong type."""
+    """Bad input: an object of the wrong type, or an operation this kind of device does not have."""
+
+
+class ArigKeyError(ArigValueError, KeyError):
+    """Bad input: a name that is not there (also a ``KeyError``, for lookups)."""
+
+    # KeyError's str() is the repr of its argument: the message would print in quotes.
+    __str__ = BaseException.__str__
+
+
+class WrongLoopError(ArigError, RuntimeError):
+    """A device was used from an event loop, or a thread, other than the one it was opened on.
+
+    Its futures belong to that loop and its threads report to it, so it is
+    refused before anything changes: open a device in each loop that uses one.
+    """
 
 
 class FillError(ArigError):
     """A fill returned a nonzero code: the device is lost with this as cause."""
+
+    code: int
 
     def __init__(self, code: int, detail: str = "") -> None:
         self.code = code

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ._errors import ArigKeyError, ArigTypeError, ArigValueError, safe_repr
+
 __all__ = ["Buffer", "Image"]
 
 
@@ -27,7 +29,7 @@ class Buffer:
         address: int,
         nbytes: int,
         release: Callable[[], None],
-        host: np.ndarray | None = None,
+        host: np.ndarray[Any, Any] | None = None,
         cuda_device_memory: bool = False,
     ) -> None:
         self.device = device
@@ -46,22 +48,23 @@ class Buffer:
         """Free the memory (on the device's submit thread).  Idempotent."""
         self._finalizer()
 
-    def numpy(self, dtype: Any = np.uint8, shape: Any = None) -> np.ndarray:
+    def numpy(self, dtype: Any = np.uint8, shape: Any = None) -> np.ndarray[Any, Any]:
         """A numpy view of host-visible memory (host, pinned and mapped kinds)."""
         if self._host is None:
-            raise TypeError(f"{self.kind} memory of {self.device} is not visible to the host; use download()")
+            raise ArigTypeError(f"{self.kind} memory of {self.device} is not visible to the host; use download()")
         if self.closed:
-            raise ValueError("buffer is closed")
-        view = self._host.view(dtype)
+            raise ArigValueError("buffer is closed")
+        view: np.ndarray[Any, Any] = self._host.view(dtype)
         return view if shape is None else view.reshape(shape)
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """Bytes of device memory, for CuPy, PyTorch and Numba (version 3)."""
         if not self._cuda:
+            # AttributeError by the protocol: hasattr() is how consumers ask.
             raise AttributeError("__cuda_array_interface__")
         if self.closed:
-            raise ValueError("buffer is closed")
+            raise ArigValueError("buffer is closed")
         return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.address, False), "version": 3, "strides": None, "stream": None}
 
     def __repr__(self) -> str:
@@ -85,13 +88,13 @@ class Image:
         return sorted(self._functions)
 
     def function(self, name: str) -> int:
-        """The CUfunction of entry ``name`` as an int (``KeyError`` naming it if absent)."""
+        """The CUfunction of entry ``name`` as an int (``ArigKeyError``, a ``KeyError``, naming it if absent)."""
         if not self._finalizer.alive:
-            raise ValueError("image is unloaded")
+            raise ArigValueError("image is unloaded")
         try:
             return self._functions[name]
-        except KeyError:
-            raise KeyError(f"no function {name!r} in the image; it has {self.names}") from None
+        except (KeyError, TypeError):  # TypeError: an unhashable name
+            raise ArigKeyError(f"no function {safe_repr(name)} in the image; it has {self.names}") from None
 
     @property
     def loaded(self) -> bool:

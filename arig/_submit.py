@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ._errors import DeviceLost, DeviceStopped
+from ._errors import ArigError, DeviceLost, DeviceStopped, OpenError, describe
 
 __all__ = ["SubmitThread", "Control"]
 
@@ -132,7 +132,12 @@ class SubmitThread:
             assert self._make is not None
             backend = self._make()
         except BaseException as exc:  # noqa: BLE001 - reported to open()
-            self._post(_set_exception, self._opened, exc)
+            # Made an OpenError here: a KeyboardInterrupt or StopIteration set
+            # on a loop future would end the user's loop, or never be set.
+            err = exc if isinstance(exc, OpenError) else OpenError(f"cannot open {self._name}: {describe(exc)}")
+            if err is not exc:
+                err.__cause__ = exc
+            self._post(_set_exception, self._opened, err)
             self._post(_set_result, self._finished, None)
             return
         self.backend = backend
@@ -252,4 +257,11 @@ def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
 
 def _set_exception(fut: asyncio.Future[Any], exc: BaseException) -> None:
     if not fut.done():
+        if isinstance(exc, StopIteration) or not isinstance(exc, Exception):
+            # A future refuses StopIteration, and a task awaiting a
+            # KeyboardInterrupt or SystemExit raises it out of the loop: what
+            # happened on another thread must reach the awaiting task only.
+            wrapped = ArigError(describe(exc))
+            wrapped.__cause__ = exc
+            exc = wrapped
         fut.set_exception(exc)

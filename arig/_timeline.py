@@ -18,6 +18,7 @@ import itertools
 import time
 from typing import Any
 
+from . import _log
 from ._errors import DeviceLost
 
 __all__ = ["Timeline"]
@@ -90,19 +91,27 @@ class Timeline:
         i = bisect.bisect_left(self._hist_v, v)
         return self._hist_t[i] if i < len(self._hist_v) else None
 
-    def fail(self, cause: BaseException) -> None:
-        """Lose the timeline: every pending and later wait raises DeviceLost."""
+    def fail(self, cause: BaseException, level: int | None = None) -> None:
+        """Lose the timeline: every pending and later wait raises DeviceLost.
+
+        The loss is logged once, at ``level``; by default at ERROR when no
+        task waits for a value (nothing else would tell anyone), else at
+        WARNING (the waiters are told).
+        """
         if self.lost is not None:
             return
         self.cause = cause
         self.lost = DeviceLost(self._name, cause)
         heap, self._heap = self._heap, []
+        waiting = 0
         for _, _, fut in heap:
             if not fut.done():
+                waiting += 1
                 fut.set_exception(DeviceLost(self._name, cause))
                 fut.exception()  # retrieved: no "never retrieved" log if every waiter was cancelled
         for cb in self._on_fail:
             cb()
+        _log.lost(self._name, cause, waiting, level)
 
     def release_kept(self) -> None:
         """Drop every kept object (at stop, once no work can still use them)."""

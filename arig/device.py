@@ -15,27 +15,75 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import inspect
+import logging
 import time
 import types
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from threading import get_ident
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError
+from . import _log
+from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe, safe_repr
 from ._memory import Buffer, Image
 from ._submit import SubmitThread
 from ._timeline import Timeline
 from .queue import Queue
 
-__all__ = ["Backend", "Device", "Opener", "open", "DEFAULT_MAX_PENDING", "DEFAULT_STOP_TIMEOUT"]
+__all__ = ["Backend", "Device", "Opener", "open", "DEFAULT_MAX_PENDING", "DEFAULT_STOP_TIMEOUT", "DEFERRED", "defers_work", "deferred_result", "callable_name"]
+
+_T = TypeVar("_T")
 
 #: Submissions that may wait for the submit thread before ``submit`` waits.
 DEFAULT_MAX_PENDING = 1024
 #: Seconds ``stop`` lets submitted work finish before it loses the device.
 DEFAULT_STOP_TIMEOUT = 30.0
+#: Seconds a stop that used up its timeout still gives the submit thread to end:
+#: a thread that is not inside a fill ends at once.
+STOP_GRACE = 0.05
+
+
+#: Code flags of functions whose call makes a coroutine or a generator instead
+#: of doing their work: as a fill, or as a host queue's work, they would do nothing.
+DEFERRED = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_GENERATOR
+
+
+def defers_work(fn: Any) -> bool:
+    """Does calling ``fn`` only make a coroutine or generator (``async def``, a generator function)?
+
+    A fill runs on a thread with no event loop: such a fill would be called,
+    do nothing, and its value be reached.  Cheap for a plain function (one
+    flag test); other callables (partials, bound methods, objects with
+    ``__call__``) take inspect's slower checks.
+    """
+    if type(fn) is types.FunctionType:
+        return bool(fn.__code__.co_flags & DEFERRED)
+    call = type(fn).__call__  # an object with ``async def __call__`` makes coroutines too
+    return any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) or inspect.isgeneratorfunction(f) for f in (fn, call))
+
+
+def deferred_result(r: Any) -> bool:
+    """Is ``r`` a coroutine or generator that a call made instead of doing its work?
+
+    A coroutine is closed here: collected unawaited, it would warn.
+    """
+    if inspect.iscoroutine(r):
+        r.close()
+        return True
+    return inspect.isgenerator(r) or inspect.isasyncgen(r)
+
+
+def callable_name(fn: Any) -> str:
+    """A callable's name for a message; never raises (a caller's ``__repr__`` might)."""
+    try:
+        name = getattr(fn, "__qualname__", None)
+    except Exception:  # noqa: BLE001
+        name = None
+    return name if isinstance(name, str) else type(fn).__name__
 
 
 class Opener(Protocol):
@@ -71,9 +119,17 @@ class Backend(abc.ABC):
         self.post = post
 
     def check_fill(self, fill: Any) -> Any:
-        """Validate a fill on the loop thread (no driver call); return what ``call_fill`` takes."""
+        """Validate a fill on the loop thread (no driver call); return what ``call_fill`` takes.
+
+        An ``async def`` (or generator) fill is refused here, before a value
+        is assigned: called on the submit thread it would only make a coroutine.
+        """
         if not callable(fill):
             raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), got {type(fill).__name__}")
+        if defers_work(fill):
+            raise ArigTypeError(
+                f"fill {callable_name(fill)} makes a coroutine or generator when called; a fill is a plain function that enqueues work and returns"
+            )
         return fill
 
     def prepare(self, fill: Any, arg: Any) -> Any:
@@ -114,15 +170,16 @@ class Backend(abc.ABC):
         """After ``close``, on the loop thread: drop what the backend registered with the loop."""
 
     # Memory and images: optional per driver.
+    # An unsupported operation is an ArigTypeError: this kind of device has no such method.
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
-        raise ArigError(f"{self.name} allocates no memory")
+        raise ArigTypeError(f"{self.name} allocates no memory")
 
-    def copy_fill(self, buf: Buffer, array: np.ndarray, to_device: bool) -> tuple[Any, Any]:
+    def copy_fill(self, buf: Buffer, array: np.ndarray[Any, Any], to_device: bool) -> tuple[Any, Any]:
         """A fill and its arg that copy ``array`` into (or out of) ``buf`` on a queue."""
-        raise ArigError(f"{self.name} copies no memory")
+        raise ArigTypeError(f"{self.name} copies no memory")
 
     def load(self, image: bytes) -> Image:
-        raise ArigError(f"{self.name} loads no images")
+        raise ArigTypeError(f"{self.name} loads no images")
 
 
 def _check_index(value: Any, what: str) -> int:
@@ -153,10 +210,12 @@ class Device:
     _nqueues: int
     _hang_s: float | None
     _watch: asyncio.TimerHandle | None
-    _finalizer: weakref.finalize
+    _finalizer: weakref.finalize[Any, Any]
+    _tid: int
+    _running: Callable[[], bool]
 
     def __init__(self, *_: Any, **__: Any) -> None:
-        raise TypeError("devices are made by `await arig.open(opener)`")
+        raise ArigTypeError("devices are made by `await arig.open(opener)`")
 
     @classmethod
     def _make(cls, st: SubmitThread, backend: Backend, tl: Timeline, stop_timeout: float) -> Device:
@@ -165,6 +224,11 @@ class Device:
         self._backend = backend
         self._tl = tl
         self._loop = st._loop
+        # Which loop may use the device, checked cheaply on every call: the
+        # thread that runs the device's loop, while that loop runs (a thread
+        # runs one loop at a time); anything else takes _check_loop's slow path.
+        self._tid = get_ident()
+        self._running = self._loop.is_running
         self._stop_timeout = stop_timeout
         self._stopping = False
         self._stop_task = None
@@ -227,6 +291,22 @@ class Device:
         if self._stopping:
             raise DeviceStopped(f"device {self.name} is stopped")
 
+    def _check_loop(self) -> None:
+        """Raise WrongLoopError unless the running loop is the device's own."""
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._tid = get_ident()  # the loop now runs on another thread: the device follows it
+            return
+        where = "a thread with no running event loop" if running is None else "another event loop"
+        own = "an event loop that is closed now" if self._loop.is_closed() else "another event loop"
+        raise WrongLoopError(
+            f"device {self.name} was used from {where}; it belongs to the loop it was opened on, {own}. "
+            "A device's futures and threads serve one loop: open a device in each loop that uses one"
+        )
+
     def _queue_index(self, queue: Any) -> int:
         if isinstance(queue, Queue):
             if queue.device != self.name or not (0 <= queue.index < len(self.queues)) or self.queues[queue.index] is not queue:
@@ -247,6 +327,8 @@ class Device:
         value is assigned the work is queued, so values stay gapless.
         ``keep`` (and ``arg``) stay referenced until the value is reached.
         """
+        if get_ident() != self._tid or not self._running():
+            self._check_loop()
         qi = queue if type(queue) is int and 0 <= queue < self._nqueues else self._queue_index(queue)
         item = self._prepare(fill, arg)
         tl = self._tl
@@ -271,6 +353,8 @@ class Device:
 
         Cancelling the waiting task affects neither the work nor other waiters.
         """
+        if get_ident() != self._tid or not self._running():
+            self._check_loop()
         if type(v) is not int:
             _check_index(v, "v")
         tl = self._tl
@@ -287,12 +371,14 @@ class Device:
         return v
 
     # -- memory and images -------------------------------------------------------
-    async def _control(self, fn: Callable[..., Any], *args: Any) -> Any:
-        self._check_usable()
-        return await self._st.put_control(fn, *args)
+    async def _control(self, fn: Callable[..., _T], *args: Any) -> _T:
+        self._check_usable()  # the loop was checked by the caller, before its arguments
+        result: _T = await self._st.put_control(fn, *args)
+        return result
 
     async def alloc(self, nbytes: int, kind: str | None = None) -> Buffer:
         """A buffer of ``nbytes`` bytes of ``kind`` memory (the device's default kind if None)."""
+        self._check_loop()
         nbytes = _check_index(nbytes, "nbytes")
         if nbytes <= 0:
             raise ArigValueError(f"nbytes must be positive, got {nbytes}")
@@ -300,9 +386,9 @@ class Device:
             raise ArigTypeError(f"kind must be a str, got {type(kind).__name__}")
         return await self._control(self._backend.alloc, nbytes, kind)
 
-    def _check_copy(self, buf: Buffer, array: Any, writable: bool) -> np.ndarray:
+    def _check_copy(self, buf: Buffer, array: Any, writable: bool) -> np.ndarray[Any, Any]:
         if not isinstance(buf, Buffer) or buf.device != self.name:
-            raise ArigTypeError(f"expected a buffer of {self.name}, got {buf!r}")
+            raise ArigTypeError(f"expected a buffer of {self.name}, got {safe_repr(buf)}")
         if buf.closed:
             raise ArigValueError("buffer is closed")
         if not isinstance(array, np.ndarray):
@@ -315,18 +401,21 @@ class Device:
 
     async def upload(self, buf: Buffer, array: np.ndarray, *, queue: Any = 0) -> int:
         """Copy ``array`` into ``buf`` through a queue; return once the copy is done."""
+        self._check_loop()
         array = self._check_copy(buf, array, writable=False)
         fill, arg = self._backend.copy_fill(buf, array, True)
         return await self.run(fill, arg, queue=queue, keep=(buf, array))
 
     async def download(self, buf: Buffer, out: np.ndarray, *, queue: Any = 0) -> int:
         """Copy the first ``out.nbytes`` bytes of ``buf`` into ``out``; return once done."""
+        self._check_loop()
         out = self._check_copy(buf, out, writable=True)
         fill, arg = self._backend.copy_fill(buf, out, False)
         return await self.run(fill, arg, queue=queue, keep=(buf, out))
 
     async def load(self, image: bytes) -> Image:
         """Load an image (cubin, PTX or fatbin on CUDA); ``image.function(name)`` is a kernel."""
+        self._check_loop()
         if not isinstance(image, (bytes, bytearray, memoryview)):
             raise ArigTypeError(f"image must be bytes, got {type(image).__name__}")
         if len(image) == 0:
@@ -344,8 +433,10 @@ class Device:
         """Stop: refuse new work, let submitted work finish (bounded), release everything.
 
         Idempotent; concurrent callers all wait for the one stop.  Past the
-        stop timeout the device is lost and released anyway.
+        stop timeout the device is lost and released anyway: the whole stop
+        takes at most ``stop_timeout`` (and ``STOP_GRACE``).
         """
+        self._check_loop()
         if self._stop_task is None:
             self._stopping = True
             self._backend.begin_stop()
@@ -355,27 +446,39 @@ class Device:
         await asyncio.shield(self._stop_task)
 
     async def _stop(self) -> None:
-        tl, st = self._tl, self._st
+        tl, st, loop = self._tl, self._st, self._loop
+        # One deadline for the whole stop: a fill that blocks the submit thread
+        # also keeps it from ending, and must not cost the timeout twice.
+        deadline = loop.time() + self._stop_timeout
         if tl.lost is None and tl.assigned > tl.reached:
             try:
                 await asyncio.wait_for(tl.wait(tl.assigned), self._stop_timeout)
-            except asyncio.TimeoutError:
-                tl.fail(DeviceHang(f"stop: work up to value {tl.assigned} did not finish within {self._stop_timeout} s (reached {tl.reached})"))
+            except TimeoutError:
+                cause = DeviceHang(f"stop: work up to value {tl.assigned} did not finish within {self._stop_timeout} s (reached {tl.reached})")
+                tl.fail(cause, logging.WARNING)
             except ArigError:
                 pass  # lost meanwhile: the waiters already know
         st.put_stop()
         try:
-            await asyncio.wait_for(st.finished(), self._stop_timeout)
-        except asyncio.TimeoutError:
-            warnings.warn(f"arig: the submit thread of {self.name} did not end within {self._stop_timeout} s", RuntimeWarning, stacklevel=2)
+            await asyncio.wait_for(st.finished(), max(deadline - loop.time(), min(STOP_GRACE, self._stop_timeout)))
+            ended = True
+        except TimeoutError:
+            ended = False
         self._backend.detach()
         if tl.lost is None and tl.assigned > tl.reached:
-            tl.fail(DeviceStopped(f"device {self.name} stopped before value {tl.reached + 1} was reached"))
+            tl.fail(DeviceStopped(f"device {self.name} stopped before value {tl.reached + 1} was reached"), logging.WARNING)
         tl.release_kept()
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
         self._finalizer.detach()
+        # Said last, once everything is released: a handler that raises cannot leave anything held.
+        if not ended:
+            _log.stop_slow(
+                self.name,
+                f"the submit thread did not end within the stop timeout ({self._stop_timeout} s): a fill still runs on it; "
+                "it ends, and releases the device's driver, once that fill returns",
+            )
 
     async def __aenter__(self) -> Device:
         return self
@@ -398,14 +501,15 @@ def _watchdog(ref: weakref.ref[Device], period: float) -> None:
         return  # nothing pending: the next submit arms it again
     idle = time.monotonic() - max(tl.last_progress, tl.progress_time)
     if idle >= dev._hang_s:
-        tl.fail(DeviceHang(f"no progress for {idle * 1000:.0f} ms (hang_ms={dev._hang_s * 1000:.0f}) with values {tl.reached + 1}..{tl.assigned} pending"))
+        hang = DeviceHang(f"no progress for {idle * 1000:.0f} ms (hang_ms={dev._hang_s * 1000:.0f}) with values {tl.reached + 1}..{tl.assigned} pending")
+        tl.fail(hang, logging.ERROR)
         return
     dev._watch = dev._loop.call_later(period, _watchdog, ref, period)
 
 
 def _abandon(st: SubmitThread, name: str) -> None:
+    st.abandon()  # first: under -W error the warning raises, and the threads must end anyway
     warnings.warn(f"arig: device {name} was never stopped; use `async with` or `await dev.stop()`", ResourceWarning, stacklevel=2)
-    st.abandon()
 
 
 async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_timeout: float = DEFAULT_STOP_TIMEOUT) -> Device:  # noqa: A001
@@ -417,7 +521,7 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     """
     name = getattr(opener, "name", None)
     if not isinstance(name, str) or not callable(getattr(opener, "make", None)):
-        raise ArigTypeError(f"expected an opener (arig.host.cpu(), arig.cuda.gpu(i), ...), got {opener!r}")
+        raise ArigTypeError(f"expected an opener (arig.host.cpu(), arig.cuda.gpu(i), ...), got {safe_repr(opener)}")
     if _check_index(max_pending, "max_pending") < 1:
         raise ArigValueError(f"max_pending must be at least 1, got {max_pending}")
     if not stop_timeout > 0:
@@ -435,9 +539,19 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     except OpenError:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure of an open is an OpenError
-        raise OpenError(f"cannot open {name}: {type(exc).__name__}: {exc}") from exc
-    tl = Timeline(loop, backend.name, len(backend.queue_handles))
-    backend.bind(tl, st.post)
-    dev = Device._make(st, backend, tl, float(stop_timeout))
+        raise OpenError(f"cannot open {name}: {describe(exc)}") from exc
+    try:
+        tl = Timeline(loop, backend.name, len(backend.queue_handles))
+        backend.bind(tl, st.post)
+        dev = Device._make(st, backend, tl, float(stop_timeout))
+    except BaseException as exc:
+        try:
+            backend.detach()  # whatever bind registered with the loop
+        except Exception:  # noqa: BLE001 - a half-bound backend: the open's own failure is what to report
+            pass
+        st.put_stop()  # the thread waits for begin(): a stop instead closes the backend and ends it
+        if isinstance(exc, (OpenError, asyncio.CancelledError)) or not isinstance(exc, Exception):
+            raise
+        raise OpenError(f"cannot open {name}: {describe(exc)}") from exc
     st.begin(tl)
     return dev

@@ -9,17 +9,19 @@ whole machinery is tested on any machine.
 
 from __future__ import annotations
 
+import operator
 import os
 import queue as _queue
 import threading
+import types
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ._errors import ArigTypeError, ArigValueError, DeviceStopped, FillError
+from ._errors import ArigTypeError, ArigValueError, DeviceStopped, FillError, safe_repr
 from ._memory import Buffer
-from .device import Backend
+from .device import DEFERRED, Backend, callable_name, deferred_result, defers_work
 
 __all__ = ["cpu", "HostOpener", "HostQueue"]
 
@@ -60,6 +62,11 @@ class HostQueue:
         """
         if not callable(fn):
             raise ArigTypeError(f"enqueue takes a callable, got {type(fn).__name__}")
+        if defers_work(fn):
+            # The worker would only make the coroutine, never run it, and report the work done.
+            raise ArigTypeError(
+                f"enqueue takes a plain function; {callable_name(fn)} makes a coroutine or generator when called, which the host queue would never run"
+            )
         self._put((fn, args))
 
     def _put(self, item: Any) -> None:
@@ -103,10 +110,13 @@ class HostQueue:
                     self._note(self.index, args)
                 continue
             try:
-                fn(*args)
+                r = fn(*args)
+                if r is not None and deferred_result(r):
+                    raise ArigTypeError(f"work {callable_name(fn)} returned {type(r).__name__}: it never ran; the host queue runs plain functions")
             except BaseException as exc:  # noqa: BLE001 - loses the device, not the worker
                 self._failed = True
                 self._fail(exc)
+            r = None
 
     def __repr__(self) -> str:
         return f"<arig.host.HostQueue {self.index}>"
@@ -138,18 +148,33 @@ class HostBackend(Backend):
 
     def bind(self, timeline: Any, post: Callable[..., None]) -> None:
         super().bind(timeline, post)
-        self._queues = [HostQueue(i, self._depth, timeline.report, timeline.fail_threadsafe, timeline.note_progress) for i in range(self._nqueues)]
+        # One at a time into the list: if a worker cannot start, close() still ends those that did.
+        for i in range(self._nqueues):
+            self._queues.append(HostQueue(i, self._depth, timeline.report, timeline.fail_threadsafe, timeline.note_progress))
         self.queue_handles = list(self._queues)
+
+    def prepare(self, fill: Any, arg: Any) -> Any:
+        # The common fill, a plain function, in one type test and one flag test: submit's hot path.
+        if type(fill) is types.FunctionType and not fill.__code__.co_flags & DEFERRED:
+            return (fill, arg)
+        return (self.check_fill(fill), arg)
 
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
         r = fill(self._queues[qi], arg, v)
         if r is None:
             return
-        if isinstance(r, int) and not isinstance(r, bool):
-            if r != 0:
-                raise FillError(r)
-            return
-        raise ArigTypeError(f"fill returned {r!r}; a fill returns None/0 or an int error code")
+        if type(r) is not bool and not isinstance(r, np.bool_):
+            try:
+                code = operator.index(r)  # int, and numpy's integers: np.int32(0) is success too
+            except TypeError:
+                pass
+            else:
+                if code != 0:
+                    raise FillError(code)
+                return
+        if deferred_result(r):
+            raise ArigTypeError(f"fill returned {type(r).__name__}: it never ran; a fill is a plain function, not async def or a generator")
+        raise ArigTypeError(f"fill returned {safe_repr(r)} of type {type(r).__name__}; a fill returns None, 0 or an int error code")
 
     def signal(self, qi: int, v: int) -> None:
         self._queues[qi].signal(v)
@@ -168,7 +193,7 @@ class HostBackend(Backend):
 
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
         if kind not in (None, "host"):
-            raise ArigValueError(f"the host device has memory of kind 'host' only, not {kind!r}")
+            raise ArigValueError(f"the host device has memory of kind 'host' only, not {safe_repr(kind)}")
         mem = np.zeros(nbytes, dtype=np.uint8)
         return Buffer(self.name, "host", mem.ctypes.data, nbytes, _nothing, host=mem)
 

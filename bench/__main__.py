@@ -101,7 +101,7 @@ def _meta(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     import arig
 
     return {
-        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "host": platform.node(),
         "platform": platform.platform(),
         "cpu": _cpu_model(),

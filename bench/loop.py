@@ -112,11 +112,11 @@ async def _run(cfg: Config) -> dict[str, Any]:
             kernels = [abi.Kernel(a.funcs["empty"], 1, 1)] * n
             res: dict[str, Any] = {}
 
-            async def in_thread() -> None:
+            async def in_thread(kernels: list[Any] = kernels) -> None:
                 g = await rec.graph_async(kernels)
                 del g
 
-            async def on_loop() -> None:
+            async def on_loop(kernels: list[Any] = kernels) -> None:
                 g = rec.graph(kernels)  # blocks the loop thread: the baseline
                 del g
 

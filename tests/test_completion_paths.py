@@ -560,7 +560,7 @@ async def test_many_tasks_gapless_mixing_python_fills_and_launches(path: Path) -
     problems: list[str] = []
 
     def args(slot: int) -> bytes:
-        return pack(out, mapped, np.uint32(slot), np.uint64(slot * 7 + 1))
+        return pack(out, mapped, np.uint32(slot), np.uint64(slot * 7 + 1))  # noqa: F821
 
     async def task(k: int) -> None:
         mine: list[tuple[int, int]] = []  # (value, slot)
@@ -576,7 +576,7 @@ async def test_many_tasks_gapless_mixing_python_fills_and_launches(path: Path) -
             if i % 7 == 3:
                 await dev.wait(v)
                 for w, sl in mine:
-                    if w <= v and host[sl] != sl * 7 + 1:
+                    if w <= v and host[sl] != sl * 7 + 1:  # noqa: F821 (deleted after the tasks end)
                         problems.append(f"wait({v}) returned before value {w} (slot {sl}) was written")
             elif i % 5 == 0:
                 await asyncio.sleep(0)
@@ -768,7 +768,7 @@ async def _steps(mode: Mode, fake: FakeCuda, ops: list[tuple[Any, ...]], dev: ar
             v = values[op[1] % len(values)]
             try:
                 ex.outcomes.append(await asyncio.wait_for(checked(v), op[2] or 0.001))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 ex.outcomes.append("timeout")
         elif kind == "waiter" and values:
             waiters.append(asyncio.create_task(checked(values[op[1] % len(values)])))

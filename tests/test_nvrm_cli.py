@@ -50,8 +50,8 @@ def test_json_without_gpus(no_gpus: None, capsys: pytest.CaptureFixture[str]) ->
 
 
 def test_screen_without_gpus(no_gpus: None, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _top.main(["--count", "1"]) == 0
-    assert "no NVIDIA GPU" in capsys.readouterr().out
+    assert _top.main(["--count", "1"]) == 1  # nothing to watch: it says so and ends
+    assert "no NVIDIA GPU" in capsys.readouterr().err
 
 
 def test_module_runs_on_this_machine() -> None:

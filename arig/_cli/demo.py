@@ -23,7 +23,26 @@ import arig
 
 from .._stall import StallMeter
 
-__all__ = ["main", "run_demo", "pick_opener"]
+__all__ = ["main", "run_demo", "pick_opener", "parse_device", "WrongResult"]
+
+
+class WrongResult(arig.ArigError):
+    """The device computed a saxpy that differs from numpy's: the demo failed."""
+
+
+_DEVICES = "host, cuda, cuda:N or nv:N (N a GPU index: 0, 1, ...)"
+
+
+def parse_device(spec: str) -> tuple[str, int]:
+    """``--device`` as (kind, index): ``host``, ``cuda[:N]``, ``nv[:N]``; ArigValueError naming what is wrong."""
+    kind, colon, index = spec.strip().lower().partition(":")
+    if kind not in ("host", "cuda", "nv"):
+        raise arig.ArigValueError(f"unknown device {spec!r}: use {_DEVICES}")
+    if not colon:
+        return kind, 0
+    if kind == "host" or not index.isdigit() or not index.isascii():
+        raise arig.ArigValueError(f"bad device {spec!r}: use {_DEVICES}")
+    return kind, int(index)
 
 
 def pick_opener(spec: str | None) -> Any:
@@ -35,15 +54,30 @@ def pick_opener(spec: str | None) -> Any:
         except arig.ArigError:
             pass
         return arig.host.cpu()
-    kind, _, index = spec.lower().partition(":")
-    i = int(index) if index else 0
+    kind, i = parse_device(spec)
     if kind == "host":
         return arig.host.cpu()
     if kind == "cuda":
         return arig.cuda.gpu(i)
-    if kind == "nv":
-        return arig.nvrm.gpu(i)
-    raise SystemExit(f"unknown device {spec!r}: use host, cuda:N or nv:N")
+    return arig.nvrm.gpu(i)
+
+
+def _device_arg(spec: str) -> str:
+    try:
+        parse_device(spec)
+    except arig.ArigValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return spec
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _host_saxpy(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buffer, int], Awaitable[int]]:
@@ -70,7 +104,7 @@ async def _saxpy_for(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buf
 
 
 async def run_demo(opener: Any, tasks: int = 64, iters: int = 200, n: int = 4096, progress: bool = True, seed: int = 0) -> dict[str, Any]:
-    """Run the job; return its figures (raises if any result is wrong)."""
+    """Run the job; return its figures (raises WrongResult if any result is wrong)."""
     rng = np.random.default_rng(seed)
     latencies: list[float] = []
     done = 0
@@ -96,7 +130,7 @@ async def run_demo(opener: Any, tasks: int = 64, iters: int = 200, n: int = 4096
                     await dev.download(by, out)
                     if not np.allclose(out, y, rtol=1e-5, atol=1e-5):
                         bad = int(np.argmax(np.abs(out - y)))
-                        raise AssertionError(f"task {k}: saxpy result differs from numpy at [{bad}]: {out[bad]} != {y[bad]}")
+                        raise WrongResult(f"task {k}: saxpy result differs from numpy at [{bad}]: {out[bad]} != {y[bad]}")
                     y = out.copy()  # carry the device's rounding forward, as the device does
                     done += 1
             finally:
@@ -133,19 +167,19 @@ async def run_demo(opener: Any, tasks: int = 64, iters: int = 200, n: int = 4096
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m arig demo", description=__doc__.splitlines()[0] if __doc__ else None)
-    p.add_argument("--device", help="host, cuda:N or nv:N (default: the first GPU, else the host)")
-    p.add_argument("--tasks", type=int, default=64)
-    p.add_argument("--iters", type=int, default=200)
-    p.add_argument("--n", type=int, default=4096, help="vector length")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--device", type=_device_arg, help=f"{_DEVICES} (default: the first GPU, else the host)")
+    p.add_argument("--tasks", type=_positive, default=64, help="concurrent tasks (default 64)")
+    p.add_argument("--iters", type=_positive, default=200, help="saxpys per task (default 200)")
+    p.add_argument("--n", type=_positive, default=4096, help="vector length (default 4096)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
-    opener = pick_opener(args.device)
-    print(f"arig demo: {args.tasks} tasks x {args.iters} saxpys of {args.n} floats on {opener.name}", flush=True)
     try:
+        opener = pick_opener(args.device)
+        print(f"arig demo: {args.tasks} tasks x {args.iters} saxpys of {args.n} floats on {opener.name}", flush=True)
         r = asyncio.run(run_demo(opener, args.tasks, args.iters, args.n, progress=not args.quiet))
-    except arig.OpenError as exc:
+    except arig.ArigError as exc:  # WrongResult among them
         print(f"arig demo: {exc}", file=sys.stderr)
-        return 2
+        return 1
     lat = r["latency_us"]
     print(f"device {r['device']} ({r['arch']}): {r['saxpys']} saxpys verified against numpy in {r['seconds']:.2f} s")
     print(f"  {r['saxpys_per_s']:.0f} completions/s; latency p50 {lat['p50']:.0f} us, p90 {lat['p90']:.0f} us, p99 {lat['p99']:.0f} us, max {lat['max']:.0f} us")

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import arig
+from arig._errors import describe
 
 __all__ = ["main", "gather"]
 
@@ -17,27 +18,50 @@ async def _facts(opener: Any) -> dict[str, Any]:
         return {"device": dev.name, "arch": dev.arch, **dict(dev.facts)}
 
 
-def gather() -> list[dict[str, Any]]:
-    """One row per device: the host, each CUDA GPU, each GPU the kernel driver holds."""
-    rows: list[dict[str, Any]] = [asyncio.run(_facts(arig.host.cpu()))]
+def _cuda_rows() -> list[dict[str, Any]]:
+    """Each CUDA GPU's facts; where there is none, one row saying why (no libcuda, no GPU, too old a driver)."""
+    try:
+        import arig.cuda
+    except Exception as exc:  # noqa: BLE001 - e.g. a C library without what arig.cuda binds (not Linux)
+        return [{"device": "CUDA", "missing": f"arig.cuda does not import here: {describe(exc)}"}]
     try:
         count = arig.cuda.count()
     except arig.ArigError as exc:
-        rows.append({"device": "CUDA", "error": str(exc)})
-        count = 0
+        return [{"device": "CUDA", "missing": str(exc)}]
+    if count == 0:
+        # count() is 0 both without libcuda and without a GPU: opening GPU 0 says which.
+        try:
+            return [asyncio.run(_facts(arig.cuda.gpu(0)))]
+        except arig.ArigError as exc:
+            return [{"device": "CUDA", "missing": str(exc)}]
+    rows: list[dict[str, Any]] = []
     for i in range(count):
         try:
             rows.append(asyncio.run(_facts(arig.cuda.gpu(i))))
         except arig.ArigError as exc:
             rows.append({"device": arig.cuda.gpu(i).name, "error": str(exc)})
-    try:
-        from ..nvrm._top import info_rows
-
-        for i, row in enumerate(info_rows()):
-            rows.append({"device": arig.nvrm.gpu(i).name, "path": "kernel driver (facts only: runs no work yet)", **row})
-    except arig.ArigError as exc:
-        rows.append({"device": "NV", "error": str(exc)})
     return rows
+
+
+def _nv_rows() -> list[dict[str, Any]]:
+    """Each GPU the kernel driver holds; where there is none, one row saying why."""
+    from ..nvrm._top import info_rows
+
+    try:
+        found = info_rows()
+    except arig.ArigError as exc:
+        return [{"device": "NV", "missing": str(exc)}]
+    if not found:
+        return [{"device": "NV", "missing": "no NVIDIA GPU on this machine (none in the PCI tree)"}]
+    return [{"device": arig.nvrm.gpu(i).name, "path": "kernel driver (facts only: runs no work yet)", **row} for i, row in enumerate(found)]
+
+
+def gather() -> list[dict[str, Any]]:
+    """One row per device: the host, each CUDA GPU, each GPU the kernel driver holds.
+
+    A kind of device that is missing has one row whose ``missing`` says why.
+    """
+    return [asyncio.run(_facts(arig.host.cpu())), *_cuda_rows(), *_nv_rows()]
 
 
 def main(argv: list[str]) -> int:

@@ -28,7 +28,7 @@ import threading
 from ctypes import c_int, c_int32, c_int64, c_uint32, c_uint64, c_void_p, POINTER
 from typing import Any
 
-from .. import _env
+from .. import _env, _log
 
 __all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS"]
 
@@ -159,6 +159,7 @@ def library() -> tuple[ctypes.PyDLL, ctypes.CDLL] | None:
     """The native core's (loop-side, blocking) bindings, or None: see ``status()``."""
     global _libs, _why, _tried
     if _env.PURE:
+        _log.fallback("the pure-Python submit and completion path (ARIG_PURE=1)")
         return None
     with _lock:
         if not _tried:
@@ -173,6 +174,7 @@ def library() -> tuple[ctypes.PyDLL, ctypes.CDLL] | None:
                     reasons.append(str(exc))
             if _libs is None:
                 _why = "; ".join(reasons) or "the native core was not built (no C compiler at install?): reinstall arig with a C compiler"
+                _log.fallback(f"the pure-Python submit and completion path: {_why}")
         return _libs
 
 

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceStopped
+from .._errors import ArigTypeError, ArigValueError, DeviceLost, DeviceStopped
 from ._launch import check_args, dims
 from ._lib import FILL, KERNEL_NODE_PARAMS, CudaError, check, lib
 
@@ -160,7 +160,7 @@ class Graph:
         """
         params = self._params
         if params is None:
-            raise ArigError("this graph was not made by arig's record: its nodes' parameters are unknown")
+            raise ArigValueError("this graph was not made by arig's record: its nodes' parameters are unknown")
         p = params[i]
         st = p.struct
         saved = (p.buf, p.size, p._extra, p.buf.raw, st.extra, st.gridDimX, st.gridDimY, st.gridDimZ, st.blockDimX, st.blockDimY, st.blockDimZ, st.sharedMemBytes)
@@ -303,7 +303,7 @@ class CudaAbi:
             if cause is not None:
                 if isinstance(cause, CudaError):
                     raise CudaError.of(cause.code, f"graph: the context of {self._backend.name} failed") from cause
-                raise ArigError(f"graph: {self._backend.name} was lost: {cause}") from cause
+                raise DeviceLost(self._backend.name, cause) from cause
             self._calls += 1
 
     def _exit(self) -> None:

@@ -31,6 +31,7 @@ event loop and call no libcuda function; ``call_fill``, ``mark``,
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import threading
 import time
@@ -38,9 +39,12 @@ from collections import deque
 from ctypes import byref, c_int, c_uint, c_void_p
 from typing import Any
 
+import numpy as np
+
 from .. import _native
 from .._loop import selector_of
-from .._errors import ArigTypeError
+from ..device import deferred_result
+from .._errors import ArigTypeError, safe_repr
 from ._lib import CudaError, check, lib
 
 __all__ = ["NativeCompletion", "PureCompletion", "FAULT_POLL"]
@@ -76,13 +80,21 @@ def name_thread(name: str) -> None:
 
 
 def _fill_result(rc: Any, v: int) -> None:
-    """Raise for a Python fill's result that is not success."""
+    """Raise for a Python fill's result that is not success (None, 0, or a CUresult; numpy ints too)."""
     if rc is None:
         return
-    if not isinstance(rc, int) or isinstance(rc, bool):
-        raise ArigTypeError(f"fill returned {rc!r}; a fill returns None/0 or a CUresult")
-    if rc:
-        raise CudaError.of(int(rc), f"fill of value {v}")
+    if type(rc) is not bool and not isinstance(rc, np.bool_):
+        try:
+            code = operator.index(rc)
+        except TypeError:
+            pass
+        else:
+            if code:
+                raise CudaError.of(code, f"fill of value {v}")
+            return
+    if deferred_result(rc):  # a coroutine: closed, never run
+        raise ArigTypeError(f"fill returned {type(rc).__name__}: it never ran; a fill is a plain function")
+    raise ArigTypeError(f"fill returned {safe_repr(rc)} of type {type(rc).__name__}; a fill returns None, 0 or a CUresult")
 
 
 def driver_table(memops: bool) -> _native.CudaTable:

@@ -20,9 +20,9 @@ import ctypes
 from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
-from .. import _env, _native
-from .._errors import ArigTypeError, ArigValueError, OpenError
-from ..device import Backend
+from .. import _env, _log, _native
+from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
+from ..device import Backend, defers_work
 from . import _abi
 from ._completion import NativeCompletion, PureCompletion, name_thread
 from ._items import Copy, _CFill, _c_arg, _graph_fill, _launch_fill
@@ -258,6 +258,9 @@ class CudaBackend(Resources, Backend):
         kind = NativeCompletion if _native.library() is not None else PureCompletion
         self.completion = kind(self, self.ctx or 0, self._streams, self._words, d.value, memops, opener.spin_us)
         self.native = kind is NativeCompletion
+        if not memops:
+            why = "memops=False" if opener.memops is False else "ARIG_NO_MEMOPS=1" if _env.NO_MEMOPS else "the driver has no stream memory operations"
+            _log.fallback(f"{self.name}: completions written by host functions, not by the GPU ({why})")
         self._facts["stream_memops"] = memops
         self._facts["completion"] = self.completion.description
         self._facts["core"] = _native.status()
@@ -315,6 +318,8 @@ class CudaBackend(Resources, Backend):
                 known = self._cfills[id(fill)] = (fill, ctypes.cast(fill, c_void_p).value or 0)
             item = (_native.CFILL, known[1], _c_arg(arg), 0)
         elif callable(fill):
+            if defers_work(fill):
+                raise ArigTypeError(f"fill {safe_repr(fill)} is a coroutine function: its work would never run; a fill is a plain function that enqueues")
             return (_native.PY, fill, arg) if self.native else (fill, arg)
         else:
             raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")

@@ -517,7 +517,7 @@ def instantiate(template: Template, *, keep: Any = (), context: Any = None) -> E
         if not h:
             raise ArigValueError("the template was destroyed")
         if template._pid != os.getpid():
-            raise ArigError("the template was inherited from the parent process")
+            raise ArigValueError("the template was inherited from the parent process: a child of fork cannot use it")
         e = c_void_p()
         check(lib.cuGraphInstantiateWithFlags(byref(e), h, 0), "cuGraphInstantiate")
         ex: Exec = Exec._make(e.value or 0, ctx, _hold(ctx), template.keep + extra)
@@ -547,7 +547,7 @@ def launch(exec_: Exec, stream: Any, *, retain: bool = True, context: Any = None
         if not h:
             raise ArigValueError("the exec was destroyed")
         if exec_._pid != os.getpid():
-            raise ArigError("the exec was inherited from the parent process")
+            raise ArigValueError("the exec was inherited from the parent process: a child of fork cannot use it")
         registered = False
         try:
             check(lib.cuGraphLaunch(h, s), "cuGraphLaunch")

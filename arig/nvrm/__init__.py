@@ -17,12 +17,13 @@ whose ``make`` says so.
 from __future__ import annotations
 
 import math
+import sys
 import types
 from collections.abc import Mapping
 
 import anyio.to_thread
 
-from arig._errors import ArigValueError, OpenError
+from arig._errors import ArigValueError, OpenError, safe_repr
 from arig.nvrm import _client, _sysfs
 from arig.nvrm._params import DriverError, NoGpuError, RmError, Usage
 
@@ -39,13 +40,28 @@ def _check_index(i: int) -> int:
     return i
 
 
+#: The longest finite window: its nanoseconds must still be a float (math.inf means every sample).
+MAX_WINDOW = sys.float_info.max / 1e9
+
+
 def _check_window(window: float) -> float:
-    """``window`` as a float, or ValueError unless it is positive (NaN is not)."""
+    """``window`` as a float, or ValueError unless it is positive (NaN is not).
+
+    A finite window too long to count in nanoseconds (the samples' clock) is
+    refused by name rather than overflowing later; ``math.inf`` asks for
+    every sample the RM kept.
+    """
     if isinstance(window, bool) or not isinstance(window, (int, float)):
-        raise ArigValueError(f"window must be a number of seconds, not {window!r}")
-    if math.isnan(window) or window <= 0:
-        raise ArigValueError(f"window must be positive seconds, not {window!r}")
-    return float(window)
+        raise ArigValueError(f"window must be a number of seconds, not {safe_repr(window)}")
+    try:
+        seconds = float(window)
+    except OverflowError:  # an int beyond any float
+        raise ArigValueError(f"window {safe_repr(window, 40)} s is too long; use math.inf for every sample the RM kept") from None
+    if math.isnan(seconds) or seconds <= 0:
+        raise ArigValueError(f"window must be positive seconds, not {safe_repr(window)}")
+    if seconds > MAX_WINDOW and not math.isinf(seconds):
+        raise ArigValueError(f"window {seconds!r} s is too long to count in nanoseconds; use math.inf for every sample the RM kept")
+    return seconds
 
 
 def buses() -> list[str]:
@@ -140,7 +156,8 @@ class NvOpener:
         except DriverError as e:
             raise OpenError(f"{self.name}: {e}") from e
         if self.index >= len(found):
-            raise OpenError(f"no GPU {self.index}: this machine has {len(found)}")
+            plural = "" if len(found) == 1 else "s"
+            raise OpenError(f"cannot open {self.name}: no GPU {self.index}: this machine has {len(found)} NVIDIA GPU{plural}")
         raise OpenError(f"{self.name}: the NV device ({found[self.index]}) cannot run "
                         "work yet; open it through arig.cuda.gpu instead")
 

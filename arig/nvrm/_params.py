@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from arig._errors import ArigError
+from arig._errors import ArigError, ArigValueError
 
 __all__ = [
     "RmError", "DriverError", "NoGpuError", "status_name", "iowr", "request", "check_status",
@@ -159,9 +159,9 @@ def iowr(nr: int, size: int) -> int:
     ``size`` bytes each way, so the size must be the struct's exact size.
     """
     if not 0 <= nr <= 0xFF:
-        raise ValueError(f"ioctl number {nr} is out of range")
+        raise ArigValueError(f"ioctl number {nr} is out of range")
     if not 0 <= size <= SIZE_MASK:
-        raise ValueError(f"ioctl size {size} does not fit in 14 bits; use the XFER escape")
+        raise ArigValueError(f"ioctl size {size} does not fit in 14 bits; use the XFER escape")
     return (_IOC_WRITE_READ << 30) | (size << 16) | (_NV_IOCTL_MAGIC << 8) | nr
 
 
@@ -303,7 +303,7 @@ class FbInfoV2(ctypes.Structure):
         """The params asking for ``indexes``, in that order."""
         wanted = list(indexes)
         if len(wanted) > FB_INFO_MAX:
-            raise ValueError(f"at most {FB_INFO_MAX} FB info indexes")
+            raise ArigValueError(f"at most {FB_INFO_MAX} FB info indexes")
         p = cls(fbInfoListSize=len(wanted))
         for slot, index in enumerate(wanted):
             p.fbInfoList[slot].index = index

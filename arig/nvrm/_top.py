@@ -17,8 +17,9 @@ import sys
 import time
 from typing import Any, TextIO
 
-from arig._errors import ArigError
 from arig import nvrm
+from arig._errors import ArigError
+from arig.nvrm._params import NoGpuError
 
 __all__ = ["main", "info_rows", "snapshot", "render"]
 
@@ -128,6 +129,9 @@ def _loop(args: argparse.Namespace, out: TextIO) -> None:
         if refreshes:
             time.sleep(args.interval)
         rows = snapshot(window, names)
+        if not rows and not refreshes:
+            # Nothing to watch: say so once and end, rather than refresh an empty screen forever.
+            raise NoGpuError("no NVIDIA GPU on this machine (none in the PCI tree)")
         for row in rows:
             history.setdefault(row["index"], collections.deque(maxlen=_HISTORY)).append(
                 row["busy"])
@@ -146,7 +150,7 @@ def main(argv: list[str]) -> int:
         else:
             _loop(args, sys.stdout)
     except KeyboardInterrupt:
-        return 0
+        return 0  # Ctrl-C is how the screen is meant to end: not a failure
     except ArigError as e:
         print(f"arig top: {e}", file=sys.stderr)
         return 1

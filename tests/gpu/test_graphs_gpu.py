@@ -127,7 +127,7 @@ async def test_compiled_code_runs_a_kernel_a_copy_a_timestamp_and_a_graph_throug
         graph = await rec.graph_async([kit.store(out, 1, 7), kit.store(out, 2, 8), kit.store(out, 3, 9)])
         syms = {n: rec.symbol(n) for n in ("cuLaunchKernel", "cuMemcpyAsync", "cuLaunchHostFunc", "cuGraphLaunch")}
         assert all(isinstance(a, int) and a for a in syms.values()), syms
-        for k in range(3):
+        for _ in range(3):
             arg = _CArg(syms["cuLaunchKernel"], syms["cuMemcpyAsync"], syms["cuLaunchHostFunc"], syms["cuGraphLaunch"],
                         kit.f("store"), graph.handle, out.address, pinned.address)
             t0 = time.monotonic_ns()
