@@ -17,9 +17,10 @@
  * single-consumer ring and wakes the native thread with a futex only if it
  * announced that it sleeps (io_uring SQPOLL's need-wakeup flag).
  *
- * Completion: after each burst the native thread asks the GPU to write the
- * burst's last value into the lane's word in mapped host memory
- * (cuStreamWriteValue64).  Where stream memory operations are missing, a host
+ * Completion: after each item the native thread asks the GPU to write the
+ * item's value into the lane's word in mapped host memory
+ * (cuStreamWriteValue64), so progress inside a burst shows; a burst's last
+ * value starts the watch.  Where stream memory operations are missing, a host
  * function writes it instead (hword), after the GPU ran the work before it.
  * Only the GPU and host functions ever write a completion: no wake-up, kick,
  * timeout or poll is taken for one.  While work is in flight the native
@@ -473,6 +474,8 @@ static void *run(void *arg) {
                         run_python(c, it);
                     } else {
                         CUresult rc = run_item(c, it);
+                        if (!rc && c->memops && t + 1 != h) /* more behind it: its own progress shows too (hang watchdog) */
+                            rc = c->cu.write_value64(c->lanes[it->lane].stream, c->lanes[it->lane].word_dev, it->v, 0);
                         if (rc) {
                             set_fault(c, rc, it->lane, it->v);
                         } else {

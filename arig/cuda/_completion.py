@@ -54,8 +54,6 @@ FAULT_POLL = 0.02
 #: How long the native thread waits, spinning, for the next submission once nothing is in flight:
 #: a task that awaited a completion usually submits again within this, and then needs no wake-up.
 IDLE_SPIN_NS = 50_000
-#: Seconds between a pure waiter's wake-ups while nothing is outstanding.
-IDLE_POLL = 0.5
 CUDA_ERROR_NOT_READY = 600
 PR_SET_NAME = 15
 
@@ -421,8 +419,9 @@ class PureCompletion:
         ts = _Timespec()
         tl = self._owner.timeline
         while True:
-            outstanding = self._seen[qi] < self._signalled[qi]
-            deadline = time.time() + (FAULT_POLL if outstanding else IDLE_POLL)
+            # Always the short period: the submit thread never posts the semaphore itself (a
+            # post is a completion, without stream memory operations), so new work is noticed here.
+            deadline = time.time() + FAULT_POLL
             ts.tv_sec = int(deadline)
             ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
             posted = _libc.sem_timedwait(sem, byref(ts)) == 0
