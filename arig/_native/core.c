@@ -17,10 +17,10 @@
  * single-consumer ring and wakes the native thread with a futex only if it
  * announced that it sleeps (io_uring SQPOLL's need-wakeup flag).
  *
- * Completion: after each item the native thread asks the GPU to write the
- * item's value into the lane's word in mapped host memory
- * (cuStreamWriteValue64), so progress inside a burst shows; a burst's last
- * value starts the watch.  Where stream memory operations are missing, a host
+ * Completion: after each burst the native thread asks the GPU to write the
+ * burst's last value into the lane's word in mapped host memory
+ * (cuStreamWriteValue64); inside a burst of work known to be long, after each
+ * item too, so that its progress shows.  Where stream memory operations are missing, a host
  * function writes it instead (hword), after the GPU ran the work before it.
  * Only the GPU and host functions ever write a completion: no wake-up, kick,
  * timeout or poll is taken for one.  While work is in flight the native
@@ -240,6 +240,26 @@ static est_t *est_of(core_t *c, uint64_t key) {
         e->est = e->lo = e->hi = 0;
     }
     return e;
+}
+
+/* What an item's duration is predicted by: a kernel with its grid (whatever its arguments),
+ * a graph, a C fill, a copy's kind and size. */
+static uint64_t item_key(const item_t *it) {
+    uint64_t k = it->a;
+    if (it->kind == K_LAUNCH) {
+        const arig_launch *l = (const arig_launch *)(uintptr_t)it->a;
+        k = (uint64_t)(uintptr_t)l->func ^ ((uint64_t)l->grid[0] << 20) ^ ((uint64_t)l->grid[1] << 40) ^ ((uint64_t)l->grid[2] << 52) ^ l->block[0];
+    } else if (it->kind == K_H2D || it->kind == K_D2H) {
+        k = it->c;
+    }
+    return k ^ ((uint64_t)it->kind << 56);
+}
+
+/* The estimate for key, without claiming its slot (0: unknown). */
+static double est_peek(core_t *c, uint64_t key) {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
+    return e->key == key ? e->est : 0;
 }
 
 /* Seen by a spin after d ns: the estimate is good; follow it. */
@@ -474,13 +494,15 @@ static void *run(void *arg) {
                         run_python(c, it);
                     } else {
                         CUresult rc = run_item(c, it);
-                        if (!rc && c->memops && t + 1 != h) /* more behind it: its own progress shows too (hang watchdog) */
+                        if (!rc && c->memops && t + 1 != h && est_peek(c, item_key(it)) > LONG_WORK_NS)
+                            /* long work with more behind it: its own completion is progress too (the hang
+                             * watchdog sees it); short work is told at the burst's end, one write for all */
                             rc = c->cu.write_value64(c->lanes[it->lane].stream, c->lanes[it->lane].word_dev, it->v, 0);
                         if (rc) {
                             set_fault(c, rc, it->lane, it->v);
                         } else {
                             c->lanes[it->lane].pend = it->v;
-                            c->lanes[it->lane].pend_key = it->a ^ ((uint64_t)it->kind << 56);
+                            c->lanes[it->lane].pend_key = item_key(it);
                         }
                     }
                 }
