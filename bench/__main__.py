@@ -87,6 +87,11 @@ def _cpu_model() -> str:
 
 
 def _git() -> str:
+    """The commit measured: ``ARIG_COMMIT`` where the GPU script names it (a copied
+    working tree may carry a stale .git), else git's own answer."""
+    named = os.environ.get("ARIG_COMMIT")
+    if named:
+        return named
     try:
         p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
