@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+import arig._env
+
 _loop_errors: list[dict[str, Any]] = []
 
 
@@ -46,7 +48,7 @@ def _have_cuda_gpu() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if os.environ.get("ARIG_GPU_REQUIRED") == "1":
+    if arig._env.GPU_REQUIRED:
         return  # the GPU script: a missing GPU must fail, not skip
     skip = None
     for item in items:

@@ -786,7 +786,7 @@ def test_gpu_opener_names_and_index() -> None:
 
 def _libcuda_loads() -> bool:
     try:
-        ctypes.CDLL(os.environ.get("ARIG_LIBCUDA", "libcuda.so.1"))
+        ctypes.CDLL(arig._env.LIBCUDA)
         return True
     except OSError:
         return False

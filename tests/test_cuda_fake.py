@@ -624,7 +624,7 @@ def test_new_event_loop_refuses_a_bad_window() -> None:
     with pytest.raises(ValueError, match="spin_us"):
         arig.new_event_loop(spin_us=-1)
     with pytest.raises(ValueError, match="spin_us"):
-        arig.new_event_loop(spin_us=True)  # type: ignore[arg-type]
+        arig.new_event_loop(spin_us=True)
 
 
 @pytest.mark.asyncio
@@ -648,3 +648,20 @@ async def test_progress_inside_a_burst_of_long_kernels_keeps_the_hang_watchdog_q
         fake.release(dev.queues[0].handle)
         await asyncio.wait_for(dev.wait(vs[-1]), T)
         assert dev.lost is None and ran == list(range(8))
+
+
+@pytest.mark.asyncio
+async def test_reached_at_is_monotone_across_queues_and_never_before_the_submit(fake: FakeCuda, completion: str) -> None:
+    async with await _open(queues=2) as dev:
+        submitted: dict[int, float] = {}
+        for i in range(40):
+            t = time.perf_counter()
+            v = await dev.submit(_noop, queue=i % 2)
+            submitted[v] = t
+            if i % 5 == 4:
+                await dev.wait(v)
+        await dev.wait(max(submitted))
+        stamps = [dev.reached_at(v) or 0.0 for v in sorted(submitted)]
+        assert all(stamps), "a reached value without its time"
+        assert stamps == sorted(stamps), "reached_at goes back in time across queues"
+        assert all(s >= submitted[v] for v, s in zip(sorted(submitted), stamps)), "a value reached before it was submitted"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import gc
-import os
 import threading
 import time
 import weakref
@@ -41,6 +40,7 @@ from _util import (
 )
 
 import arig
+import arig._env
 import arig.cuda
 import arig.cuda_abi as abi
 import arig.host
@@ -683,7 +683,7 @@ async def test_symbol_is_some_address_if_libcuda_exports_the_name_and_none_other
         assert isinstance(launch, int) and launch and isinstance(wait2, int) and wait2
         assert rec.symbol("noSuchFunction") is None
         assert isinstance(rec.symbol("cuGraphExecKernelNodeSetParams_v2"), int), "a C fill updates nodes through it"
-        libcuda = ctypes.CDLL(os.environ.get("ARIG_LIBCUDA", "libcuda.so.1"))
+        libcuda = ctypes.CDLL(arig._env.LIBCUDA)
         assert wait2 == ctypes.cast(libcuda.cuStreamWaitValue64_v2, c_void_p).value
         with pytest.raises(TypeError):
             rec.symbol(b"cuLaunchKernel")  # type: ignore[arg-type]

@@ -18,8 +18,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+import arig._env
+
 # The GPU suite (ARIG_GPU_REQUIRED=1) must fail, not skip, without the driver.
-if not os.path.exists("/dev/nvidiactl") and os.environ.get("ARIG_GPU_REQUIRED") != "1":
+if not os.path.exists("/dev/nvidiactl") and not arig._env.GPU_REQUIRED:
     pytest.skip("the NVIDIA kernel driver is not loaded", allow_module_level=True)
 
 import arig.nvrm as nvrm
