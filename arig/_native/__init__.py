@@ -240,6 +240,7 @@ class Core:
         self.words = [c_uint64.from_address(w) for w in words]
         self.hwords = [c_uint64.from_address(addr(ptr, 2, q)) for q in range(n)]
         self.times = [c_uint64.from_address(addr(ptr, 3, q)) for q in range(n)]
+        self.time_values = [c_uint64.from_address(addr(ptr, 4, q)) for q in range(n)]
         self._pending, self._arm, self._reached, self._due = f.arig_core_pending, f.arig_core_arm, f.arig_core_reached, f.arig_core_due
         self.started = False
 

@@ -93,6 +93,7 @@ typedef struct lane {
     uint64_t word_dev;
     _Atomic uint64_t hword;  /* written by host functions */
     _Atomic uint64_t t_ns;   /* CLOCK_MONOTONIC when progress was last seen */
+    _Atomic uint64_t t_v;    /* the value t_ns is the time of (written after t_ns) */
     /* the native thread's own */
     uint64_t pend, out, seen, backstop, t_sig, slept_for, prewoke_for, t_look;
     uint64_t key, pend_key; /* what the in-flight burst (and the next) ends with: the estimate's key */
@@ -198,6 +199,7 @@ static void hostfn(void *p) {
     while (h < v && !atomic_compare_exchange_weak(&l->hword, &h, v)) {
     }
     atomic_store(&l->t_ns, now_ns());
+    atomic_store(&l->t_v, v); /* host functions of a lane run in order: v only grows */
     atomic_thread_fence(memory_order_seq_cst);
     kick(c);
     wake_native(c);
@@ -356,8 +358,10 @@ static int look(core_t *c, uint64_t now) {
         uint64_t d = lane_done(l);
         if (d > l->seen) {
             uint64_t t = atomic_load(&l->t_ns);
-            if (t <= l->t_look) /* no host function stamped this progress: it is seen now */
+            if (t <= l->t_look || atomic_load(&l->t_v) < d) { /* no host function stamped this progress: seen now */
                 atomic_store(&l->t_ns, t = now);
+                atomic_store(&l->t_v, d);
+            }
             l->t_look = t;
             l->seen = d;
             progressed = 1;
@@ -720,13 +724,14 @@ int arig_core_push(core_t *c, uint32_t kind_lane, uint64_t v, uint64_t a, uint64
 }
 
 /* Addresses the loop reads directly (each an aligned word): 0 tail, 1 fault (int32),
- * 2 lane's host-written word, 3 lane's progress time. */
+ * 2 lane's host-written word, 3 lane's progress time, 4 the value that time is of. */
 void *arig_core_addr(core_t *c, int which, int lane) {
     switch (which) {
     case 0: return (void *)&c->tail;
     case 1: return (void *)&c->fault;
     case 2: return (void *)&c->lanes[lane].hword;
     case 3: return (void *)&c->lanes[lane].t_ns;
+    case 4: return (void *)&c->lanes[lane].t_v;
     default: return 0;
     }
 }

@@ -135,7 +135,7 @@ class NativeCompletion:
         self._arm = core._arm
         self._tail = core.tail
         self._fault = core.fault_word
-        self._lanes = list(zip(range(self._n), core.words if memops else [None] * self._n, core.hwords, core.times))
+        self._lanes = list(zip(range(self._n), core.words if memops else [None] * self._n, core.hwords, core.time_values, core.times))
         self._pushed = 0  # items pushed (the ring's head, as the loop counts it)
         self._loop: Any = None
         self._selector: Any = None
@@ -209,7 +209,7 @@ class NativeCompletion:
         seen = self.core.seen if self.core is not None else None
         if seen is None:
             return
-        for q, word, hword, t in self._lanes:
+        for q, word, hword, tv, t in self._lanes:
             v = hword.value
             if word is not None:
                 w = word.value
@@ -217,8 +217,11 @@ class NativeCompletion:
                     v = w
             if v > seen[q]:
                 seen[q] = v
+                # The core's time of this value (read after the value it is of: it is
+                # written first), or now where the loop read the word before the core did.
+                stamped = tv.value >= v
                 ns = t.value
-                tl.report_local(q, v, ns * 1e-9 if ns else None)
+                tl.report_local(q, v, ns * 1e-9 if stamped and ns else None)
         if self._fault.value and not self._lost_told:
             self._fault_found()
         if self._space and not self.full():
