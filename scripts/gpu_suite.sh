@@ -7,7 +7,8 @@
 # Usage: bash scripts/gpu_suite.sh [--no-bench] [--tests PATH] [-k EXPR]
 #   -k EXPR narrows every test run (the first and the two forced-path runs); without it they run everything.
 # Every step has a timeout, capped so that the whole script ends within SUITE_SECONDS (default 540).
-# The test plugins (pytest, pytest-asyncio, pytest-timeout, hypothesis) and uvloop travel as wheels in .whl/.
+# The test plugins (pytest, pytest-asyncio, pytest-timeout, hypothesis) and uvloop travel as wheels in .whl/
+# (scripts/fetch_wheels.sh fetches them).
 set -u
 T0=$SECONDS
 BUDGET=${SUITE_SECONDS:-540}
