@@ -328,30 +328,94 @@ class NativeCompletion:
                 pass
 
 
+class _PureLane:
+    """One queue of the pure path: its stream, its word, its semaphore and its waiter thread.
+
+    The submit thread calls ``mark`` and ``signal``; the waiter thread runs ``run``.
+    """
+
+    def __init__(self, owner: Any, qi: int, stream: int, word: int, word_dev: int, memops: bool) -> None:
+        self.owner, self.qi, self.stream, self.word_dev, self.memops = owner, qi, stream, word_dev, memops
+        self.word = ctypes.c_uint64.from_address(word)
+        self.sem = ctypes.create_string_buffer(_SEM_T)
+        if _libc.sem_init(self.sem, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "sem_init")
+        self.signalled = 0  # submit thread: last value signalled
+        self.seen = 0  # waiter: last value reported
+        self.values: deque[int] = deque()  # without memops: values in host-function order
+        self.closing = False
+        self.thread: threading.Thread | None = None
+
+    # -- the submit thread -----------------------------------------------------------
+    def mark(self, v: int) -> None:
+        # The GPU writes v once the fill's work is done: progress shows between
+        # host functions (the waiter's poll reads it, and so the hang watchdog).
+        if self.memops:
+            check(lib.cuStreamWriteValue64_v2(self.stream, self.word_dev, v, 0), "cuStreamWriteValue64")
+
+    def signal(self, v: int) -> None:
+        if not self.memops:
+            self.values.append(v)  # before the host function exists: its post finds it
+        rc = lib.cuLaunchHostFunc(self.stream, _SEM_POST, ctypes.addressof(self.sem))
+        if rc:
+            if not self.memops:
+                self.values.pop()
+            raise CudaError.of(rc, "cuLaunchHostFunc")
+        self.signalled = v
+
+    # -- the waiter thread ---------------------------------------------------------
+    def start(self, ctx: int) -> None:
+        self.thread = threading.Thread(target=self.run, args=(ctx,), name=f"arig-cuda-wait-{self.owner.name}-{self.qi}", daemon=True)
+        self.thread.start()
+
+    def run(self, ctx: int) -> None:
+        name_thread(f"arig-wait-{self.qi}")
+        lib.cuCtxSetCurrent(ctx)
+        mode = c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED: its cuStreamQuery must not break users' captures
+        if lib.has("cuThreadExchangeStreamCaptureMode"):
+            lib.cuThreadExchangeStreamCaptureMode(byref(mode))
+        sem = ctypes.addressof(self.sem)
+        ts = _Timespec()
+        tl = self.owner.timeline
+        while True:
+            # Always the short period: the submit thread never posts the semaphore itself (a
+            # post is a completion, without stream memory operations), so new work is noticed here.
+            deadline = time.time() + FAULT_POLL
+            ts.tv_sec = int(deadline)
+            ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
+            posted = _libc.sem_timedwait(sem, byref(ts)) == 0
+            if self.closing:
+                return
+            v = 0
+            if self.memops:
+                v = self.word.value  # written by the GPU only
+            elif posted and self.values:
+                v = self.values.popleft()  # this post is the host function's, after v's work
+            if v > self.seen:
+                self.seen = v
+                tl.report(self.qi, v)
+            elif not posted and self.seen < self.signalled:
+                rc = lib.cuStreamQuery(self.stream)
+                if rc not in (0, CUDA_ERROR_NOT_READY):
+                    tl.fail_threadsafe(CudaError.of(rc, f"work on queue {self.qi} of {self.owner.name} (found by cuStreamQuery)"))
+                    return
+
+    def stop(self) -> None:
+        self.closing = True
+        _libc.sem_post(self.sem)
+        if self.thread is not None:
+            self.thread.join(timeout=2.0)
+
+
 class PureCompletion:
     """Python threads: the submit thread signals, one waiter thread per lane reports."""
 
     name = "pure"
 
     def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> None:
-        self._owner = owner
         self._ctx = ctx
-        self._streams = streams
-        self._n = n = len(streams)
         self._memops = memops
-        self._word_dev = word_dev
-        self._words = [ctypes.c_uint64.from_address(words + 8 * q) for q in range(n)]
-        self._sems: list[Any] = []
-        for _ in range(n):
-            sem = ctypes.create_string_buffer(_SEM_T)
-            if _libc.sem_init(sem, 0, 0) != 0:
-                raise OSError(ctypes.get_errno(), "sem_init")
-            self._sems.append(sem)
-        self._signalled = [0] * n  # submit thread: last value signalled
-        self._seen = [0] * n  # waiter: last value reported
-        self._values: list[deque[int]] = [deque() for _ in range(n)]  # without memops: values in host-function order
-        self._closing = False
-        self._waiters: list[threading.Thread] = []
+        self._lanes = [_PureLane(owner, q, s, words + 8 * q, word_dev + 8 * q, memops) for q, s in enumerate(streams)]
         self.open = True
 
     @property
@@ -360,10 +424,8 @@ class PureCompletion:
 
     # -- loop thread ---------------------------------------------------------------
     def bind(self, loop: Any, limit: int) -> None:
-        for q in range(self._n):
-            t = threading.Thread(target=self._wait_loop, args=(q,), name=f"arig-cuda-wait-{self._owner.name}-{q}", daemon=True)
-            t.start()
-            self._waiters.append(t)
+        for lane in self._lanes:
+            lane.start(self._ctx)
 
     def abort(self) -> None:
         pass
@@ -376,28 +438,14 @@ class PureCompletion:
         _fill_result(fill(stream, arg, v), v)
 
     def mark(self, qi: int, v: int) -> None:
-        # The GPU writes v once the fill's work is done: progress shows between
-        # host functions (the waiter's fault poll reads it, and so the hang watchdog).
-        if self._memops:
-            check(lib.cuStreamWriteValue64_v2(self._streams[qi], self._word_dev + 8 * qi, v, 0), "cuStreamWriteValue64")
+        self._lanes[qi].mark(v)
 
     def signal(self, qi: int, v: int) -> None:
-        stream = self._streams[qi]
-        if not self._memops:
-            self._values[qi].append(v)  # before the host function exists: its post finds it
-        rc = lib.cuLaunchHostFunc(stream, _SEM_POST, ctypes.addressof(self._sems[qi]))
-        if rc:
-            if not self._memops:
-                self._values[qi].pop()
-            raise CudaError.of(rc, "cuLaunchHostFunc")
-        self._signalled[qi] = v
+        self._lanes[qi].signal(v)
 
     def stop_thread(self) -> None:
-        self._closing = True
-        for sem in self._sems:
-            _libc.sem_post(sem)
-        for t in self._waiters:
-            t.join(timeout=2.0)
+        for lane in self._lanes:
+            lane.stop()
 
     def stats(self) -> dict[str, int]:
         return {}
@@ -405,44 +453,11 @@ class PureCompletion:
     def close(self, idle: bool) -> None:
         self.open = False
         if not idle:
-            _ORPHANS.append(self._sems)  # a host function may still post them
+            _ORPHANS.append(self._lanes)  # a host function may still post their semaphores
         else:
-            for sem in self._sems:
-                _libc.sem_destroy(sem)
-        self._sems = []
-
-    # -- the waiter thread ---------------------------------------------------------
-    def _wait_loop(self, qi: int) -> None:
-        name_thread(f"arig-wait-{qi}")
-        lib.cuCtxSetCurrent(self._ctx)
-        mode = c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED: its cuStreamQuery must not break users' captures
-        if lib.has("cuThreadExchangeStreamCaptureMode"):
-            lib.cuThreadExchangeStreamCaptureMode(byref(mode))
-        sem = ctypes.addressof(self._sems[qi])
-        ts = _Timespec()
-        tl = self._owner.timeline
-        while True:
-            # Always the short period: the submit thread never posts the semaphore itself (a
-            # post is a completion, without stream memory operations), so new work is noticed here.
-            deadline = time.time() + FAULT_POLL
-            ts.tv_sec = int(deadline)
-            ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
-            posted = _libc.sem_timedwait(sem, byref(ts)) == 0
-            if self._closing:
-                return
-            v = 0
-            if self._memops:
-                v = self._words[qi].value  # written by the GPU only
-            elif posted and self._values[qi]:
-                v = self._values[qi].popleft()  # this post is the host function's after v's work
-            if v > self._seen[qi]:
-                self._seen[qi] = v
-                tl.report(qi, v)
-            elif not posted and self._seen[qi] < self._signalled[qi]:
-                rc = lib.cuStreamQuery(self._streams[qi])
-                if rc not in (0, CUDA_ERROR_NOT_READY):
-                    tl.fail_threadsafe(CudaError.of(rc, f"work on queue {qi} of {self._owner.name} (found by cuStreamQuery)"))
-                    return
+            for lane in self._lanes:
+                _libc.sem_destroy(lane.sem)
+        self._lanes = []
 
 
 #: Cores, eventfds and semaphores of devices closed while their streams still had work:
