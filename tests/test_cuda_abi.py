@@ -176,7 +176,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLib]:
 def _forget_fake_captures() -> None:
     """Fake handles must never reach the real libcuda (nor another test's fake)."""
     gc.collect()
-    capture._graveyard.clear()
+    for state in arig.cuda._gpu.states():
+        state._doomed.clear()
     capture._pending.clear()
     capture._captures.clear()
 
@@ -818,8 +819,8 @@ async def test_open_with_libcuda_missing_raises_open_error_naming_it(monkeypatch
 
 @pytest.mark.asyncio
 async def test_capture_functions_refuse_the_event_loop_thread(fake: FakeLib) -> None:
-    t = capture.Template._make(0x5, CTX, -1, ())
-    e = capture.Exec._make(0x6, CTX, -1, ())
+    t = capture.Template._make(0x5, CTX, (-1, None), ())
+    e = capture.Exec._make(0x6, CTX, (-1, None), ())
     calls = [
         lambda: capture.begin_capture(7),
         lambda: capture.end_capture(7),
@@ -875,7 +876,7 @@ def test_stream_argument_forms(fake: FakeLib) -> None:
     capture.begin_capture(TorchLike())
     assert [a[0] for a in fake.called("cuStreamBeginCapture_v2")] == [0x61, 0x62]
     with pytest.raises(TypeError):
-        capture.begin_capture(capture.Exec._make(0x6, CTX, -1, ()))
+        capture.begin_capture(capture.Exec._make(0x6, CTX, (-1, None), ()))
 
 
 def test_end_capture_returns_the_template_keeping_what_it_is_given(fake: FakeLib) -> None:
@@ -933,12 +934,14 @@ def test_instantiate_keeps_the_templates_keep_and_its_own(fake: FakeLib) -> None
 
 
 def test_template_and_exec_hold_the_primary_context_until_destroyed(fake: FakeLib) -> None:
+    """The GPU's state (its one reclaimer) holds the primary context once while any
+    template or exec lives, and gives it back after the last is destroyed."""
     capture.begin_capture(0x51)
     t = capture.end_capture(0x51)
     e = capture.instantiate(t)
-    assert len(fake.called("cuDevicePrimaryCtxRetain")) == 2
+    assert len(fake.called("cuDevicePrimaryCtxRetain")) == 1, "one hold, however many handles"
     capture.destroy(t)
-    assert len(fake.called("cuDevicePrimaryCtxRelease_v2")) == 1
+    assert fake.called("cuDevicePrimaryCtxRelease_v2") == [], "the exec still lives"
     fake.calls.clear()
     capture.exec_destroy(e)
     names = fake.names()
@@ -1012,7 +1015,8 @@ def test_collected_values_are_destroyed_at_the_next_call_never_in_the_finalizer(
     assert after["execs_destroyed"] == before["execs_destroyed"] + 1
     # destroyed with the calling thread's capture mode relaxed, and the mode restored
     names = fake.names()
-    assert names.count("cuThreadExchangeStreamCaptureMode") == 2 and fake.mode == 0
+    n = names.count("cuThreadExchangeStreamCaptureMode")
+    assert n >= 2 and n % 2 == 0 and fake.mode == 0
 
 
 def test_exec_destroy_with_a_launch_pending_defers_the_destruction(fake: FakeLib) -> None:

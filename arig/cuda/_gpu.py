@@ -1,4 +1,10 @@
-"""Process-wide state of each CUDA GPU: modules and collected graphs.
+"""Process-wide state of each CUDA GPU: its one reclaimer.
+
+Every deferred destruction on a GPU goes through its ``GpuState``: the
+record's collected graphs, the modules they keep loaded, and the captured
+templates and execs of ``arig.cuda.capture``.  One reference on the primary
+context is held while any of them lives, one destroyer runs at a time, and
+one fork handler (below) forgets everything a child inherits.
 
 Why process-wide: a graph may outlive the device that made it (a user keeps
 the ``Graph``), and the seed says collected graphs are destroyed at the next
@@ -17,7 +23,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 from ctypes import byref, c_int, c_void_p
 
 from ._lib import lib
@@ -42,8 +49,11 @@ class GpuState:
         # "hold, then count" and "check nothing is counted, then release" atomic
         # (only bookkeeping and the retain/release calls run under it).
         self._ctx_held = False
+        self.primary = 0  # the primary context's handle while held
         self._ctx_lock = threading.Lock()
         self._graphs = 0  # graphs made and not yet destroyed (an empty graph references no module)
+        self._handles = 0  # capture templates and execs of the primary context not yet destroyed
+        self._doomed: deque[Callable[[], None]] = deque()  # their destructions, queued by finalizers
         # Bumped when the primary context fails: handles of an older generation
         # died with that context and must never reach a CUDA destructor.
         self.generation = 0
@@ -62,10 +72,11 @@ class GpuState:
             lib.cuDeviceGet(byref(dev), self.ordinal)
             if lib.cuDevicePrimaryCtxRetain(byref(ctx), dev.value) == 0:
                 self._ctx_held = True
+                self.primary = ctx.value or 0
 
     def _drop_context(self) -> None:
         with self._ctx_lock:
-            if self._ctx_held and not self._refs and not self._collected and not self._graphs:
+            if self._ctx_held and not self._refs and not self._collected and not self._graphs and not self._handles and not self._doomed:
                 dev = c_int()
                 lib.cuDeviceGet(byref(dev), self.ordinal)
                 lib.cuDevicePrimaryCtxRelease_v2(dev.value)
@@ -113,6 +124,50 @@ class GpuState:
     def pending(self) -> int:
         return len(self._collected)
 
+    # -- capture templates and execs (any thread; bury: also finalizers) ----------------
+    def hold_handle(self) -> None:
+        """Count a template or exec made in this GPU's primary context: the state holds
+        the context (once, for all it counts) until the last is destroyed."""
+        with self._ctx_lock:
+            self._hold_context()
+            with self._lock:
+                self._handles += 1
+
+    def release_handle(self) -> None:
+        """A counted template or exec was destroyed."""
+        with self._lock:
+            self._handles = max(0, self._handles - 1)
+        self._drop_context()
+
+    def bury(self, destroy: Callable[[], None]) -> None:
+        """Queue a destruction.  Safe in a finalizer: no CUDA call, no lock."""
+        self._doomed.append(destroy)  # deque.append is atomic
+
+    @property
+    def buried(self) -> int:
+        return len(self._doomed)
+
+    def drain(self) -> None:
+        """Run the queued destructions of templates and execs (each makes its own context
+        current).  One destroyer at a time: a drain already running is left to it."""
+        if os.getpid() != _PID or not self._doomed:
+            return
+        if not self._reclaiming.acquire(blocking=False):
+            return
+        try:
+            self._drain_locked()
+        finally:
+            self._reclaiming.release()
+        self._drop_context()
+
+    def _drain_locked(self) -> None:
+        while True:
+            try:
+                destroy = self._doomed.popleft()
+            except IndexError:
+                return
+            destroy()
+
     # -- destruction (a thread with this GPU's primary context current) ----------
     def reclaim(self) -> None:
         """Destroy collected graphs, then unload modules nobody references.
@@ -124,6 +179,7 @@ class GpuState:
         if not self._reclaiming.acquire(blocking=False):
             return
         try:
+            self._drain_locked()  # captured templates and execs first: their graphs may use modules
             while self._collected:
                 exec_, graph, modules, generation = self._collected.pop(0)
                 if generation is not None and generation != self.generation:
@@ -162,6 +218,8 @@ class GpuState:
         self._collected.clear()
         self._unloads.clear()
         self._graphs = 0
+        self._handles = 0
+        self._doomed.clear()
         self._lock = threading.Lock()
         self._reclaiming = threading.Lock()
         self._ctx_lock = threading.Lock()
@@ -180,11 +238,26 @@ def gpu_state(ordinal: int) -> GpuState:
         return s
 
 
+_fork_hooks: list[Callable[[], None]] = []
+
+
+def at_fork_in_child(hook: Callable[[], None]) -> None:
+    """Run ``hook`` in a forked child, after the GPU states forgot what it inherited."""
+    _fork_hooks.append(hook)
+
+
+def states() -> list[GpuState]:
+    with _states_lock:
+        return list(_states.values())
+
+
 def _after_fork_in_child() -> None:
     global _PID
     _PID = os.getpid()
     for s in _states.values():
         s.forget()
+    for hook in _fork_hooks:
+        hook()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

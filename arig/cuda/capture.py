@@ -43,15 +43,17 @@ Lifetimes
     them: the template keeps ``keep``; the exec keeps its template's ``keep``
     plus its own, so the template can be destroyed first.  Kernel parameters
     need no keeping: CUDA copies them when the launch is captured.  While a
-    template or exec is alive it also holds a reference on its primary
-    context, so its handle stays valid after the device that made it
-    stopped.  ``destroy``/``exec_destroy`` release eagerly and are
-    idempotent; otherwise a finalizer (holding only the handle) queues the
-    handle, and the next call of this module from a thread that may call
-    CUDA (or ``reclaim()``) destroys it: the collector may run on the event
-    loop's thread, inside a fill or while a lock is held, where a CUDA call
-    must not be made.  A child of ``fork`` destroys nothing inherited from
-    its parent.
+    template or exec of a primary context is alive, its GPU's state (the
+    GPU's one reclaimer, ``arig/cuda/_gpu.py``, which also owns the record's
+    graphs and their modules) holds that context, so the handle stays valid
+    after the device that made it stopped.  ``destroy``/``exec_destroy``
+    release eagerly and are idempotent; otherwise a finalizer (holding only
+    the handle) queues the destruction with the GPU's state, and the next
+    call of this module from a thread that may call CUDA, ``reclaim()``, or
+    the GPU's next open, load, unload or graph construction destroys it:
+    the collector may run on the event loop's thread, inside a fill or while
+    a lock is held, where a CUDA call must not be made.  A child of ``fork``
+    destroys nothing inherited from its parent.
 
 How ``launch`` keeps an exec alive until its work is done
     Each launch (with ``retain=True``, the default) enqueues, right after
@@ -84,6 +86,7 @@ import collections
 import contextlib
 import ctypes
 import enum
+import functools
 import os
 import threading
 import weakref
@@ -93,6 +96,7 @@ from typing import Any
 
 from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceStopped
 from ..queue import Queue
+from ._gpu import GpuState, at_fork_in_child, gpu_state, states
 from ._lib import CudaError, check, lib
 
 __all__ = [
@@ -151,13 +155,10 @@ _SEM_T = 64  # bytes; sem_t is 32 on x86-64 glibc
 
 # -- process-wide state ---------------------------------------------------------------
 _lock = threading.Lock()  # registry updates only: never held across a CUDA call
-_draining = threading.Lock()  # one destroyer at a time; others leave the queue to it
 #: stream -> launches not yet seen complete, oldest first: (semaphore, exec)
 _pending: dict[int, collections.deque[tuple[Any, Exec]]] = {}
 #: stream -> execs launched into a capture begun here (they join the template's keep)
 _captures: dict[int, list[Any]] = {}
-#: collected or deferred handles to destroy: (kind, handle, ctx, held device)
-_graveyard: collections.deque[tuple[str, int, int, int]] = collections.deque()
 #: semaphores reaped at zero, for reuse
 _free_sems: list[Any] = []
 #: execs whose completion cannot be observed (the host function failed): never released
@@ -283,25 +284,24 @@ def _relaxed() -> Iterator[None]:
             lib.cuThreadExchangeStreamCaptureMode(byref(mode))
 
 
-def _hold(ctx: int) -> int:
-    """Retain the primary context ``ctx`` (current on this thread) while a handle
-    made in it lives; the CUdevice held, or -1 if ``ctx`` is not a primary context."""
+def _hold(ctx: int) -> tuple[int, GpuState | None]:
+    """Count a handle made in ``ctx`` (current on this thread) with its GPU's state, the one
+    reclaimer of that GPU: (the GPU held, or -1 for a context of the user's own, and the state)."""
     dev = c_int()
     if lib.cuCtxGetDevice(byref(dev)) != 0:
-        return -1
-    p = c_void_p()
-    if lib.cuDevicePrimaryCtxRetain(byref(p), dev.value) != 0:
-        return -1
-    if (p.value or 0) != ctx:
-        lib.cuDevicePrimaryCtxRelease_v2(dev.value)
-        return -1
-    return dev.value
+        return -1, None
+    state = gpu_state(dev.value)
+    state.hold_handle()  # the state holds the primary context, once for all it counts
+    if state.primary != ctx:  # a context of the user's own: its life is theirs
+        state.release_handle()
+        return -1, state
+    return dev.value, state
 
 
-def _bury(kind: str, handle: int, ctx: int, held: int, pid: int) -> None:
-    """Finalizer: queue the handle for destruction.  No CUDA call, no lock, no blocking."""
-    if pid == _PID:
-        _graveyard.append((kind, handle, ctx, held))
+def _bury(kind: str, handle: int, ctx: int, held: int, pid: int, state: GpuState | None) -> None:
+    """Finalizer: queue the handle's destruction with its GPU.  No CUDA call, no lock, no blocking."""
+    if pid == _PID and state is not None:
+        state.bury(functools.partial(_destroy_buried, kind, handle, ctx, held))
 
 
 def _destroy_now(kind: str, handle: int, ctx: int, held: int) -> None:
@@ -313,36 +313,33 @@ def _destroy_now(kind: str, handle: int, ctx: int, held: int) -> None:
             lib.cuGraphDestroy(handle)
             _counts["templates"] += 1
     if held >= 0:
-        lib.cuDevicePrimaryCtxRelease_v2(held)
+        gpu_state(held).release_handle()
+
+
+def _destroy_buried(kind: str, handle: int, ctx: int, held: int) -> None:
+    """A queued destruction, run by its GPU state's drain or reclaim."""
+    with _relaxed():
+        try:
+            _destroy_now(kind, handle, ctx, held)
+        except ArigError:
+            pass  # a failed context: the handle died with it
 
 
 def _drain() -> None:
-    """Destroy what finalizers and deferred ``exec_destroy`` queued.  A drain
-    already running on another thread is left to it."""
-    if os.getpid() != _PID or not _graveyard:
+    """Destroy what finalizers and deferred ``exec_destroy`` queued, GPU by GPU."""
+    if os.getpid() != _PID:
         return
-    if not _draining.acquire(blocking=False):
-        return
-    try:
-        with _relaxed():
-            while True:
-                try:
-                    item = _graveyard.popleft()
-                except IndexError:
-                    break
-                try:
-                    _destroy_now(*item)
-                except ArigError:
-                    pass  # a failed context: the handle died with it
-    finally:
-        _draining.release()
+    for state in states():
+        state.drain()
 
 
 def _release_launch(ex: Exec) -> None:
     """One launch of ``ex`` is done (or was never made): with ``_lock`` held."""
     ex._launches -= 1
     if ex._launches == 0 and ex._deferred is not None:
-        _graveyard.append(ex._deferred)
+        kind, handle, ctx, held, state = ex._deferred
+        if state is not None:
+            state.bury(functools.partial(_destroy_buried, kind, handle, ctx, held))
         ex._deferred = None
 
 
@@ -394,13 +391,13 @@ class _Handle:
         raise TypeError(f"a {type(self).__name__} is made by arig.cuda.capture ({'end_capture' if self._kind == 'graph' else 'instantiate'})")
 
     @classmethod
-    def _make(cls, handle: int, ctx: int, held: int, keep: tuple[Any, ...]) -> Any:
+    def _make(cls, handle: int, ctx: int, hold: tuple[int, GpuState | None], keep: tuple[Any, ...]) -> Any:
         self = object.__new__(cls)
         self._handle = handle
         self._ctx = ctx
         self._pid = os.getpid()
         self.keep = keep
-        self._finalizer = weakref.finalize(self, _bury, cls._kind, handle, ctx, held, self._pid)
+        self._finalizer = weakref.finalize(self, _bury, cls._kind, handle, ctx, hold[0], self._pid, hold[1])
         return self
 
     @property
@@ -442,8 +439,8 @@ class Exec(_Handle):
     _deferred: tuple[Any, ...] | None
 
     @classmethod
-    def _make(cls, handle: int, ctx: int, held: int, keep: tuple[Any, ...]) -> Any:
-        self = super()._make(handle, ctx, held, keep)
+    def _make(cls, handle: int, ctx: int, hold: tuple[int, GpuState | None], keep: tuple[Any, ...]) -> Any:
+        self = super()._make(handle, ctx, hold, keep)
         self._launches = 0
         self._deferred = None
         return self
@@ -593,7 +590,7 @@ def exec_destroy(exec_: Exec, *, context: Any = None) -> None:
     with _lock:
         info = exec_._take()
         if info is not None and exec_._launches:
-            exec_._deferred = info[:4] if info[4] == _PID else None
+            exec_._deferred = (*info[:4], info[5]) if info[4] == _PID else None
             info = None
     _finish(info, context)
 
@@ -619,21 +616,19 @@ def stats() -> dict[str, int]:
     return {
         "templates_destroyed": _counts["templates"],
         "execs_destroyed": _counts["execs"],
-        "awaiting_destruction": len(_graveyard),
+        "awaiting_destruction": sum(state.buried for state in states()),
         "launches_pending": sum(len(q) for q in list(_pending.values())),
     }
 
 
 def _after_fork_in_child() -> None:
-    global _PID, _lock, _draining
+    global _PID, _lock
     _PID = os.getpid()
     _lock = threading.Lock()
-    _draining = threading.Lock()
     _pending.clear()
     _captures.clear()
-    _graveyard.clear()
     _free_sems.clear()
     _immortal.clear()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+at_fork_in_child(_after_fork_in_child)  # the GPU states' one fork handler runs it
