@@ -171,8 +171,6 @@ async def measure(profile: bool) -> None:
                 pr.disable()
                 pstats.Stats(pr).sort_stats("tottime").print_stats(18)
             print("core:", dev._backend.completion.stats())
-            arr = np.zeros(1)
-            del arr
 
 
 def main() -> None:

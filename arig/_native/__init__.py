@@ -227,7 +227,6 @@ class Core:
             raise MemoryError("arig_core_create failed")
         self.ptr: int = ptr
         self.cap = cap
-        self._t = c_uint64()
         self._lane = c_uint32()
         self._v = c_uint64()
         self.seen = (c_uint64 * n)()  # the loop's view of each lane (loop_spin compares with it)
@@ -241,7 +240,7 @@ class Core:
         self.hwords = [c_uint64.from_address(addr(ptr, 2, q)) for q in range(n)]
         self.times = [c_uint64.from_address(addr(ptr, 3, q)) for q in range(n)]
         self.time_values = [c_uint64.from_address(addr(ptr, 4, q)) for q in range(n)]
-        self._pending, self._arm, self._reached, self._due = f.arig_core_pending, f.arig_core_arm, f.arig_core_reached, f.arig_core_due
+        self._arm, self._due = f.arig_core_arm, f.arig_core_due
         self.started = False
 
     def start(self) -> None:
@@ -251,19 +250,11 @@ class Core:
         self.started = True
 
     # -- loop thread ---------------------------------------------------------------
-    def pending(self) -> int:
-        return int(self._pending(self.ptr))
-
     def want_space(self) -> None:
         self._fast.arig_core_want_space(self.ptr)
 
     def arm(self) -> None:
         self._arm(self.ptr)
-
-    def reached(self, lane: int) -> tuple[int, int]:
-        """Lane ``lane``'s completed value and the CLOCK_MONOTONIC ns it was seen."""
-        v = self._reached(self.ptr, lane, ctypes.byref(self._t))
-        return int(v), int(self._t.value)
 
     def fault(self) -> tuple[int, int, int] | None:
         """(CUresult, lane, value) of the failure the native thread saw, or None."""

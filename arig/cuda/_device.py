@@ -266,9 +266,6 @@ class CudaBackend(Resources, Backend):
         self._facts["core"] = _native.status()
 
     # -- the loop side of submission ------------------------------------------------
-    def bind(self, timeline: Any, post: Any) -> None:
-        super().bind(timeline, post)
-
     def submitter(self, st: Any, limit: int) -> Any:
         """Loop thread, at open: who takes submissions (the native core, or the submit thread)."""
         self.submit_thread = st
