@@ -21,8 +21,8 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
 from .. import _env, _log, _native
-from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
-from ..device import Backend, defers_work
+from .._errors import ArigTypeError, ArigValueError, OpenError
+from ..device import Backend
 from . import _abi
 from ._completion import NativeCompletion, PureCompletion, name_thread
 from ._items import Copy, _CFill, _c_arg, _graph_fill, _launch_fill
@@ -315,8 +315,7 @@ class CudaBackend(Resources, Backend):
                 known = self._cfills[id(fill)] = (fill, ctypes.cast(fill, c_void_p).value or 0)
             item = (_native.CFILL, known[1], _c_arg(arg), 0)
         elif callable(fill):
-            if defers_work(fill):
-                raise ArigTypeError(f"fill {safe_repr(fill)} is a coroutine function: its work would never run; a fill is a plain function that enqueues")
+            self.check_fill(fill)  # the one check every backend makes of a Python fill (no async def)
             return (_native.PY, fill, arg) if self.native else (fill, arg)
         else:
             raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")
