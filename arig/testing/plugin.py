@@ -1,0 +1,1 @@
+"""arig's pytest plugin (registered under the ``pytest11`` entry point)."""
