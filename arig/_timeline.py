@@ -56,6 +56,21 @@ class Timeline:
         self._on_fail: list[Any] = []
 
     # -- loop thread -------------------------------------------------------
+    @property
+    def lanes(self) -> int:
+        return len(self._completed)
+
+    def add_lane(self) -> int:
+        """One more lane (a CUDA device's join lane, on first use); its index.
+
+        A one-lane timeline orders nothing: its values outstanding so far, all
+        on lane 0, go into the order now."""
+        if not self._multi:
+            self._order.extend((v, 0) for v in range(self.reached + 1, self.assigned + 1))
+            self._multi = True
+        self._completed.append(0)
+        return len(self._completed) - 1
+
     def assign(self, queue: int, keep: Any) -> int:
         """Hand out the next value for work on ``queue``; keep ``keep`` alive until it is reached."""
         self.assigned += 1

@@ -32,9 +32,9 @@ from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, Devic
 from ._memory import Buffer, Image
 from ._submit import SubmitThread
 from ._timeline import Timeline
-from .queue import Queue
+from .queue import AdoptedQueue, Queue
 
-__all__ = ["Backend", "Device", "Opener", "open", "DEFAULT_MAX_PENDING", "DEFAULT_STOP_TIMEOUT", "DEFERRED", "defers_work", "deferred_result", "callable_name"]
+__all__ = ["Backend", "Device", "Opener", "open", "open_devices", "DEFAULT_MAX_PENDING", "DEFAULT_STOP_TIMEOUT", "DEFERRED", "defers_work", "deferred_result", "callable_name"]
 
 _T = TypeVar("_T")
 
@@ -182,6 +182,15 @@ class Backend(abc.ABC):
         raise ArigTypeError(f"{self.name} loads no images")
 
 
+#: Every device made, while referenced (``open_devices``).
+_devices: weakref.WeakSet[Device] = weakref.WeakSet()
+
+
+def open_devices(loop: asyncio.AbstractEventLoop) -> list[Device]:
+    """The devices of ``loop`` that are open and not lost (loop thread)."""
+    return [d for d in list(_devices) if d._loop is loop and not d._stopping and d._tl.cause is None]
+
+
 def _check_index(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ArigTypeError(f"{what} must be an int, got {type(value).__name__}")
@@ -253,6 +262,7 @@ class Device:
 
         tl.on_fail(on_fail)
         self._finalizer = weakref.finalize(self, _abandon, st, self.name)
+        _devices.add(self)
         return self
 
     # -- what the device is ----------------------------------------------------
@@ -329,8 +339,15 @@ class Device:
         """
         if get_ident() != self._tid or not self._running():
             self._check_loop()
-        qi = queue if type(queue) is int and 0 <= queue < self._nqueues else self._queue_index(queue)
-        item = self._prepare(fill, arg)
+        if type(queue) is int and 0 <= queue < self._nqueues:
+            qi = queue
+            item = self._prepare(fill, arg)
+        elif type(queue) is AdoptedQueue:
+            qi = self._adopted_index(queue)
+            item = self._backend.prepare_adopted(queue, fill, arg)  # type: ignore[attr-defined]
+        else:
+            qi = self._queue_index(queue)
+            item = self._prepare(fill, arg)
         tl = self._tl
         if tl.cause is not None or self._stopping:
             self._check_usable()
@@ -345,6 +362,56 @@ class Device:
         v = tl.assign(qi, held)
         self._put(qi, item, v)
         if idle and self._hang_s is not None and self._watch is None:
+            self._arm_watchdog()
+        return v
+
+    def adopt(self, stream: Any) -> AdoptedQueue:
+        """A queue made from a stream another library owns (CUDA devices).
+
+        ``stream``: an object with ``__cuda_stream__`` (cuda.core's
+        protocol), a ``torch.cuda.Stream``, a ``cupy.cuda.Stream``, or a raw
+        ``CUstream`` int, of this device's GPU and primary context.  Work
+        enqueued on that stream before a submit on the queue is ordered
+        before that submit's value: ``await dev.wait(await dev.submit(None,
+        queue=q))`` awaits it with no thread blocked.  A Python fill on the
+        queue receives the stream's handle.  Adopting a stream again gives
+        the same queue; the stream object stays referenced until the device
+        stops.  Calls no driver function (the loop thread's rule).
+        """
+        if get_ident() != self._tid or not self._running():
+            self._check_loop()
+        self._check_usable()
+        adopt = getattr(self._backend, "adopt", None)
+        if adopt is None:
+            raise ArigTypeError(f"{self.name} has no streams to adopt: adopt() is for CUDA devices")
+        q: AdoptedQueue = adopt(stream)
+        if self._tl.lanes <= q.index:
+            self._tl.add_lane()
+        return q
+
+    def _adopted_index(self, queue: AdoptedQueue) -> int:
+        if queue.device != self.name or self._backend.adopted(queue.handle) is not queue:  # type: ignore[attr-defined]
+            raise ArigValueError(f"{queue!r} is not a queue of this device")
+        qi: int = queue.index
+        return qi
+
+    async def _submit_join(self, slot: Any, keep: Any) -> int:
+        """Submit a wait, on the join lane, for the event ``slot`` holds (``arig.cuda.wait_event``)."""
+        if get_ident() != self._tid or not self._running():
+            self._check_loop()
+        backend: Any = self._backend
+        qi = backend.join_lane
+        if self._tl.lanes <= qi:
+            self._tl.add_lane()
+        item = backend.prepare_event(slot)
+        tl = self._tl
+        self._check_usable()
+        if self._full():
+            await self._sub.wait_space(self._check_usable)
+            self._check_usable()
+        v: int = tl.assign(qi, (slot, keep))
+        self._put(qi, item, v)
+        if self._hang_s is not None and self._watch is None:
             self._arm_watchdog()
         return v
 

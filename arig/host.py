@@ -31,6 +31,10 @@ DEFAULT_DEPTH = 4096
 _STOP = object()
 
 
+def _no_fill(queue: Any, arg: Any, v: int) -> None:
+    """``submit(None)``: nothing to enqueue."""
+
+
 class HostQueue:
     """The ordered worker a host device's fills enqueue on."""
 
@@ -157,6 +161,8 @@ class HostBackend(Backend):
         # The common fill, a plain function, in one type test and one flag test: submit's hot path.
         if type(fill) is types.FunctionType and not fill.__code__.co_flags & DEFERRED:
             return (fill, arg)
+        if fill is None:  # no work: the value marks the queue's earlier work
+            return (_no_fill, None)
         return (self.check_fill(fill), arg)
 
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:

@@ -197,7 +197,7 @@ class _Methods:
 
 
 NOT_FILLS = st.one_of(
-    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=5), st.binary(max_size=5),
+    st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=5), st.binary(max_size=5),
     st.lists(st.integers(), max_size=3), st.builds(object), st.builds(Token),
     st.sampled_from([
         _async_fill, _generator_fill, _async_generator_fill, _AsyncCall(), _Methods().fill,

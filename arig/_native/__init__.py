@@ -32,8 +32,8 @@ from .. import _env, _log
 
 __all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS"]
 
-ABI = 1
-CFILL, LAUNCH, GRAPH, H2D, D2H, PY = 1, 2, 3, 4, 5, 6
+ABI = 2
+CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 #: Counters of ``Core.stats()``, in order.
 STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries")
 #: A Python fill that raised: it reports its own exception to the timeline.
@@ -55,6 +55,7 @@ class CudaTable(ctypes.Structure):
         for name in (
             "ctx_set_current", "launch_kernel", "write_value64", "launch_host_func", "stream_query",
             "graph_launch", "memcpy_htod", "memcpy_dtoh", "exchange_capture_mode",
+            "event_create", "event_record", "stream_wait_event",
         )
     ]  # fmt: skip
 
@@ -69,6 +70,9 @@ class CudaTable(ctypes.Structure):
         "memcpy_htod": "cuMemcpyHtoDAsync_v2",
         "memcpy_dtoh": "cuMemcpyDtoHAsync_v2",
         "exchange_capture_mode": "cuThreadExchangeStreamCaptureMode",
+        "event_create": "cuEventCreate",
+        "event_record": "cuEventRecord",
+        "stream_wait_event": "cuStreamWaitEvent",
     }
 
 

@@ -47,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ARIG_CORE_ABI 1
+#define ARIG_CORE_ABI 2
 #define MAX_LANES 64
 #define BURST 32
 #define FAULT_CHECK_NS 20000000ull /* 20 ms without progress: ask the driver */
@@ -69,6 +69,9 @@ typedef struct arig_cuda {
     CUresult (*memcpy_htod)(uint64_t dst, const void *src, size_t n, void *stream);
     CUresult (*memcpy_dtoh)(void *dst, uint64_t src, size_t n, void *stream);
     CUresult (*exchange_capture_mode)(int *mode); /* may be NULL */
+    CUresult (*event_create)(void **event, unsigned flags);
+    CUresult (*event_record)(void *event, void *stream);
+    CUresult (*stream_wait_event)(void *stream, void *event, unsigned flags);
 } arig_cuda;
 
 /* A prepared kernel launch (arig.cuda.Launch keeps one). */
@@ -78,7 +81,10 @@ typedef struct arig_launch {
     void **extra;
 } arig_launch;
 
-enum { K_CFILL = 1, K_LAUNCH = 2, K_GRAPH = 3, K_H2D = 4, K_D2H = 5, K_PY = 6 };
+/* K_MARK: no work (the value marks the lane's earlier work).  K_JOIN: the lane waits for
+ * another stream's work: a = that stream, b = the address of its event slot (made here on first
+ * use), c = 1 to record the event on a first, 0 when the slot holds an event recorded elsewhere. */
+enum { K_CFILL = 1, K_LAUNCH = 2, K_GRAPH = 3, K_H2D = 4, K_D2H = 5, K_PY = 6, K_MARK = 7, K_JOIN = 8 };
 
 typedef struct item {
     uint32_t kind, lane;
@@ -345,6 +351,19 @@ static CUresult run_item(core_t *c, item_t *it) {
         return c->cu.memcpy_htod(it->a, (const void *)(uintptr_t)it->b, (size_t)it->c, l->stream);
     case K_D2H:
         return c->cu.memcpy_dtoh((void *)(uintptr_t)it->a, it->b, (size_t)it->c, l->stream);
+    case K_MARK:
+        return 0;
+    case K_JOIN: {
+        void **slot = (void **)(uintptr_t)it->b;
+        CUresult rc = 0;
+        if (it->c) {
+            if (!*slot)
+                rc = c->cu.event_create(slot, 2); /* CU_EVENT_DISABLE_TIMING */
+            if (!rc)
+                rc = c->cu.event_record(*slot, (void *)(uintptr_t)it->a);
+        }
+        return rc ? rc : c->cu.stream_wait_event(l->stream, *slot, 0);
+    }
     default:
         return 1; /* CUDA_ERROR_INVALID_VALUE */
     }

@@ -10,8 +10,9 @@ from .._errors import ArigTypeError, ArigValueError
 from ._device import FILL, CudaOpener, count
 from ._launch import Launch, check_args, pack
 from ._lib import CudaError, CudaOutOfMemory, CudaUnavailable
+from .interop import wait_event
 
-__all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture", "shipped_image"]
+__all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture", "shipped_image", "wait_event"]
 
 
 def shipped_image() -> bytes:

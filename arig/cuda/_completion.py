@@ -135,7 +135,10 @@ class NativeCompletion:
         self._arm = core._arm
         self._tail = core.tail
         self._fault = core.fault_word
-        self._lanes = list(zip(range(self._n), core.words if memops else [None] * self._n, core.hwords, core.time_values, core.times))
+        lanes = list(zip(range(self._n), core.words if memops else [None] * self._n, core.hwords, core.time_values, core.times))
+        # The last lane is the join lane: read once something was joined there (add_join_lane).
+        self._lanes = lanes[:-1]
+        self._join: tuple[Any, ...] | None = lanes[-1]
         self._pushed = 0  # items pushed (the ring's head, as the loop counts it)
         self._loop: Any = None
         self._selector: Any = None
@@ -160,6 +163,12 @@ class NativeCompletion:
         self._selector = selector_of(loop)
         if self._selector is not None:
             self._selector.watch(self)
+
+    def add_join_lane(self) -> None:
+        """Loop thread: deliver the join lane's progress too (its timeline lane exists now)."""
+        if self._join is not None:
+            self._lanes.append(self._join)
+            self._join = None
 
     def full(self) -> bool:
         return self._pushed - self._tail.value >= self._limit
@@ -236,7 +245,8 @@ class NativeCompletion:
         code, lane, v = f
         tl = self._owner.timeline
         if code > 0 and tl.lost is None:  # <= 0: Python reported its own error, or the loop lost it
-            tl.fail(CudaError.of(code, f"work on queue {lane} of {self._owner.name}, value {v} or earlier (found by the native core)"))
+            where = f"queue {lane}" if lane < self._n - 1 else "the join lane (adopted streams, awaited events)"
+            tl.fail(CudaError.of(code, f"work on {where} of {self._owner.name}, value {v} or earlier (found by the native core)"))
 
     def abort(self) -> None:
         """The device is lost (loop thread): the core runs nothing more."""

@@ -21,15 +21,17 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
 from .. import _env, _log, _native
-from .._errors import ArigTypeError, ArigValueError, OpenError
+from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
 from ..device import Backend
 from . import _abi
-from ._completion import NativeCompletion, PureCompletion, name_thread
+from ._completion import NativeCompletion, PureCompletion, _fill_result, name_thread
 from ._items import Copy, _CFill, _c_arg, _graph_fill, _launch_fill
 from ._resources import Resources
 from ._gpu import gpu_state
 from ._launch import Launch
 from ._lib import FILL, CudaError, CudaUnavailable, check, lib, prefetch_error_names
+from .interop import stream_handle
+from ..queue import AdoptedQueue
 
 __all__ = ["CudaOpener", "CudaBackend", "count", "FILL"]
 
@@ -50,6 +52,35 @@ STICKY = frozenset({700, 714, 715, 716, 717, 718, 719})
 ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_minor": 76, "unified_addressing": 41}
 #: Timeline words (pinned memory) of closed devices whose streams still had work queued.
 _ORPHANS: list[tuple[Any, ...]] = []
+
+
+def _no_work(stream: int, arg: Any, v: int) -> None:
+    """The pure path's fill for ``submit(None)``: no work, the value marks the queue's earlier work."""
+
+
+class _Join:
+    """The pure path's (and any Python fill's) join: run ``fill`` on the user's stream, then make
+    the join lane wait for that stream (``record``: an event recorded on it now) or for the
+    event ``slot`` holds.  Runs on the Python submit thread."""
+
+    __slots__ = ("stream", "slot", "record", "fill")
+
+    def __init__(self, stream: int, slot: Any, record: bool, fill: Any = None) -> None:
+        self.stream, self.slot, self.record, self.fill = stream, slot, record, fill
+
+    def __call__(self, lane: int, arg: Any, v: int) -> Any:
+        if self.fill is not None:
+            rc = self.fill(self.stream, arg, v)
+            if rc is not None:
+                _fill_result(rc, v)  # raises for a failure: no join after a failed fill
+        if self.record:
+            if not self.slot.value:
+                ev = c_void_p()
+                check(lib.cuEventCreate(byref(ev), 2), "cuEventCreate")  # CU_EVENT_DISABLE_TIMING
+                self.slot.value = ev.value
+            check(lib.cuEventRecord(self.slot.value, self.stream), "cuEventRecord(adopted stream)")
+        check(lib.cuStreamWaitEvent(lane, self.slot.value, 0), "cuStreamWaitEvent")
+        return None
 
 
 def _relaxed_capture_mode() -> None:
@@ -134,6 +165,8 @@ class CudaBackend(Resources, Backend):
         self.completion: NativeCompletion | PureCompletion | None = None
         self.submit_thread: Any = None
         self._cfills: dict[int, tuple[Any, int]] = {}  # id -> (C fill pointer, its address): checked once
+        self._adopted: dict[int, AdoptedQueue] = {}  # stream handle -> its queue
+        self.join_lane: int | None = None
         name_thread("arig-submit")
         try:
             check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
@@ -239,16 +272,19 @@ class CudaBackend(Resources, Backend):
 
     def _make_queues(self, opener: CudaOpener) -> None:
         n = opener.queues
-        for _ in range(n):
+        # The queues' streams, and one more: the join lane, where adopted streams and
+        # awaited events are joined (never the queues': their work waits for no one else's).
+        for _ in range(n + 1):
             st = c_void_p()
             check(lib.cuStreamCreate(byref(st), CU_STREAM_NON_BLOCKING), "cuStreamCreate")
             self._streams.append(st.value or 0)
-        self.queue_handles = list(self._streams)
-        # One 8-byte timeline word per queue in pinned, mapped host memory.
+        self.queue_handles = self._streams[:n]
+        self.join_lane = n
+        # One 8-byte timeline word per lane in pinned, mapped host memory.
         p = c_void_p()
-        check(lib.cuMemHostAlloc(byref(p), 8 * n, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc(timeline)")
+        check(lib.cuMemHostAlloc(byref(p), 8 * (n + 1), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc(timeline)")
         self._words = p.value or 0
-        ctypes.memset(self._words, 0, 8 * n)
+        ctypes.memset(self._words, 0, 8 * (n + 1))
         d = c_uint64()
         check(lib.cuMemHostGetDevicePointer_v2(byref(d), self._words, 0), "cuMemHostGetDevicePointer")
         # Stream memory operations let the GPU write the words; without them host functions do.
@@ -317,6 +353,8 @@ class CudaBackend(Resources, Backend):
         elif callable(fill):
             self.check_fill(fill)  # the one check every backend makes of a Python fill (no async def)
             return (_native.PY, fill, arg) if self.native else (fill, arg)
+        elif fill is None:
+            return (_native.MARK, 0, 0, 0) if self.native else (_no_work, None)
         else:
             raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")
         if self.native:
@@ -330,6 +368,46 @@ class CudaBackend(Resources, Backend):
         if kind == _native.CFILL:
             return (_CFill(FILL(item[1])), item[2])
         return (fill, None)
+
+    # -- adopted streams and awaited events (loop thread: no driver call) -----------------
+    def adopt(self, stream: Any) -> AdoptedQueue:
+        handle, ordinal = stream_handle(stream)
+        if ordinal is not None and ordinal != self.ordinal:
+            raise ArigValueError(f"{safe_repr(stream)} is a stream of GPU {ordinal}; {self.name} is GPU {self.ordinal}")
+        q = self._adopted.get(handle)
+        if q is None:
+            assert self.join_lane is not None
+            if self.native:
+                self.completion.add_join_lane()  # type: ignore[union-attr]
+            q = self._adopted[handle] = AdoptedQueue(self.name, self.join_lane, handle, stream)
+        return q
+
+    def adopted(self, handle: int) -> AdoptedQueue | None:
+        return self._adopted.get(handle)
+
+    def prepare_adopted(self, q: AdoptedQueue, fill: Any, arg: Any) -> Any:
+        """The item of a submission on an adopted queue: its fill on the user's stream, then the join."""
+        if fill is None:
+            if self.native:
+                return (_native.JOIN, q.handle, ctypes.addressof(q.slot), 1)
+            return (_Join(q.handle, q.slot, True), None)
+        if type(fill) in (Launch, Copy, _abi.Graph) or isinstance(fill, (int, ctypes._CFuncPtr)):  # type: ignore[attr-defined]
+            raise ArigTypeError(
+                f"an adopted queue takes Python fills and None, not a {type(fill).__name__}: launch on the stream in a Python fill, or submit to dev.queues"
+            )
+        self.check_fill(fill)
+        joined = _Join(q.handle, q.slot, True, fill)
+        return (_native.PY, joined, arg) if self.native else (joined, arg)
+
+    def event_slot(self, handle: int) -> Any:
+        return ctypes.c_void_p(handle)
+
+    def prepare_event(self, slot: Any) -> Any:
+        """The item that makes the join lane wait for the event ``slot`` holds (recorded by its owner)."""
+        if self.native:
+            self.completion.add_join_lane()  # type: ignore[union-attr]
+            return (_native.JOIN, 0, ctypes.addressof(slot), 0)
+        return (_Join(0, slot, False), None)
 
     # -- the submit thread ---------------------------------------------------------
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
@@ -380,6 +458,10 @@ class CudaBackend(Resources, Backend):
 
     def _release(self) -> None:
         """Give back everything; errors of a faulted context are ignored."""
+        for q in self._adopted.values():  # the join events (a pending record is fine to destroy)
+            if q.slot.value:
+                lib.cuEventDestroy_v2(q.slot.value)
+                q.slot.value = 0
         for s in self._streams:
             lib.cuStreamDestroy_v2(s)
         self._streams = []

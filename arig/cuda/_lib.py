@@ -139,6 +139,7 @@ _PROTOS: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "cuEventCreate": (CUresult, (POINTER(HANDLE), c_uint)),
     "cuEventDestroy_v2": (CUresult, (HANDLE,)),
     "cuEventRecord": (CUresult, (HANDLE, HANDLE)),
+    "cuStreamWaitEvent": (CUresult, (HANDLE, HANDLE, c_uint)),
     "cuEventQuery": (CUresult, (HANDLE,)),
     "cuEventSynchronize": (CUresult, (HANDLE,)),
     "cuEventElapsedTime_v2": (CUresult, (POINTER(ctypes.c_float), HANDLE, HANDLE)),

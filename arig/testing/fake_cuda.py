@@ -94,6 +94,14 @@ class _Stream:
     alive: bool = True
 
 
+@dataclass(eq=False)
+class _Event:
+    handle: int
+    ctx: _Context
+    recorded: int = 0  # records made (cuEventRecord)
+    done: int = 0  # records the fake GPU has reached
+
+
 _Alloc = namedtuple("_Alloc", "buf size kind ctx")  # kind: "device", "host" or "mapped"
 _Func = namedtuple("_Func", "handle name fn layout module")  # fn(arg_bytes) runs the kernel
 _Owned = namedtuple("_Owned", "handle ctx items")  # module (name -> _Func), graph or exec (node -> (_Func, args))
@@ -176,6 +184,7 @@ class FakeCuda:
         self.violations: list[str] = []
         self.contexts: dict[int, _Context] = {}
         self.streams: dict[int, _Stream] = {}
+        self.events: dict[int, _Event] = {}
         self._cond = threading.Condition(threading.RLock())  # guards everything
         # Each OS thread's current context handle, by thread id: a native thread
         # calls through ctypes callbacks, whose Python thread state (and so any
@@ -509,6 +518,41 @@ class FakeCuda:
         s, fp, ud = self._stream(h, enqueue=True), _addr(fn), _addr(userdata)
         _fail_if(not fp, 1)
         self._enqueue(s, lambda: _HOST_FN(fp)(ud))
+
+    # events: a record is an item of its stream; a wait is an item that blocks its stream until
+    # the record it saw at the call is reached (a never-recorded event is complete, as in CUDA)
+    def _cuEventCreate(self, p: Any, flags: int) -> None:
+        self._new(self.events, p, lambda h: _Event(h, self._current()))
+
+    def _cuEventDestroy_v2(self, h: Any) -> None:
+        self._destroy("event", self.events, h)
+
+    def _cuEventRecord(self, h: Any, sh: Any) -> None:
+        ev, s = self._get(self.events, h), self._stream(sh, enqueue=True)
+        _fail_if(ev.ctx is not s.ctx, 400)
+        ev.recorded += 1
+        n = ev.recorded
+
+        def reach() -> None:
+            with self._cond:
+                ev.done = max(ev.done, n)
+                self._cond.notify_all()
+
+        self._enqueue(s, reach)
+
+    def _cuEventQuery(self, h: Any) -> int:
+        ev = self._get(self.events, h)
+        return 600 if ev.done < ev.recorded else 0
+
+    def _cuStreamWaitEvent(self, sh: Any, h: Any, flags: int) -> None:
+        s, ev = self._stream(sh, enqueue=True), self._get(self.events, h)
+        n = ev.recorded
+
+        def wait() -> None:
+            with self._cond:
+                self._cond.wait_for(lambda: ev.done >= n or not s.alive or bool(s.ctx.faulted))
+
+        self._enqueue(s, wait)
 
     def _cuLaunchKernel(self, f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int, shared: int, h: Any, params: Any, extra: Any) -> None:
         k, s = self._get(self._funcs, f), self._stream(h, enqueue=True)

@@ -1,1 +1,345 @@
-"""arig's pytest plugin (registered under the ``pytest11`` entry point)."""
+"""arig's pytest plugin (the ``arig`` entry of ``pytest11``: loaded once arig is installed).
+
+Fixtures, each an open ``arig.Device`` stopped after the test:
+
+* ``arig_device``: parametrized over every device this machine opens
+  (``host``; ``cuda:i`` for each GPU libcuda sees; ``nv:i`` once
+  ``arig.nvrm.gpu(i)`` opens), or over ``--arig-device host,cuda:0,fake``
+  (also the ini option ``arig_device``); ``fake`` is GPU 0 of a fresh
+  ``arig.testing.FakeCuda``, the real CUDA backend over a fake libcuda.
+* ``arig_host``: the host device.  ``arig_gpu``: the first CUDA GPU of the
+  selection (``fake`` counts); skipped, saying why, where there is none.
+* ``arig_device_module``: as ``arig_device``, one device per module and
+  device (under pytest-asyncio, mark the module's tests
+  ``@pytest.mark.asyncio(loop_scope="module")``: a device serves one loop).
+
+The tests are async: ``@pytest.mark.asyncio`` (pytest-asyncio, strict mode
+is fine) or ``@pytest.mark.anyio`` (anyio's plugin, asyncio backend; trio
+runs are skipped).  The fixture names are sync fixtures that pick, per test,
+an async fixture run by whichever of the two plugins runs the test, on the
+test's own loop.
+
+After each test using them, the test fails (naming what) if a device was
+lost and nothing heard of it, tasks still wait for its values, or buffers,
+images or graphs made on it during the test are still open
+(``arig.testing._tracking`` says how this is known).  Opt out per test with
+``@pytest.mark.arig_allow("loss", "pending", "leaks")``.  Markers ``gpu``
+and ``nv`` skip a test without a CUDA GPU or an NV device
+(``ARIG_GPU_REQUIRED=1`` makes them run, and fail, anyway).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+import arig
+import arig._env
+
+from . import _devices
+from ._tracking import settle, track, tracker_of
+
+try:
+    import pytest_asyncio
+except ImportError:  # pytest-asyncio is optional: anyio's plugin (arig depends on anyio) is always there
+    pytest_asyncio = None  # type: ignore[assignment]
+
+__all__ = ["DEVICE_FIXTURES"]
+
+#: The fixtures that hand a test a device.
+DEVICE_FIXTURES = ("arig_device", "arig_host", "arig_gpu", "arig_device_module")
+_CHECKS = ("loss", "pending", "leaks")
+_LOOP_SCOPES = ("function", "class", "module", "package", "session")
+_SPECS = pytest.StashKey[dict[str, str]]()
+_CALL_FAILED = pytest.StashKey[bool]()
+
+
+# -- options, markers, parametrization ------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("arig")
+    group.addoption(
+        "--arig-device",
+        dest="arig_device",
+        default=None,
+        metavar="DEVICES",
+        help="devices arig_device runs over, a comma list of host, cuda:i, nv:i, fake or all (default: every device this machine opens)",
+    )
+    parser.addini("arig_device", "default of --arig-device", default="")
+    parser.addini("arig_settle_timeout", "seconds the check after a test waits for work the test did not await (default 5)", default="5")
+    parser.addini("arig_stop_timeout", "stop_timeout of the devices the fixtures open (default arig's, 30)", default="30")
+
+
+def _seconds(config: pytest.Config, name: str) -> float:
+    text = config.getini(name)
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise pytest.UsageError(f"{name} must be a positive number of seconds, not {text!r}")
+    return value
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for line in (
+        "gpu: needs an NVIDIA GPU that libcuda opens (skipped where there is none)",
+        "nv: needs an NV device, arig.nvrm.gpu(i) (skipped where none opens)",
+        "arig_allow(*checks): let this test leave arig devices as the named checks would refuse: 'loss', 'pending', 'leaks'",
+    ):
+        config.addinivalue_line("markers", line)
+    text = config.getoption("arig_device") or config.getini("arig_device")
+    if text:
+        try:
+            _devices.parse(text)
+        except ValueError as e:
+            raise pytest.UsageError(str(e)) from None
+
+
+def _selected(config: pytest.Config) -> list[str]:
+    text = config.getoption("arig_device") or config.getini("arig_device")
+    return _devices.parse(text) if text else _devices.available()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    for name, scope in (("_arig_spec_device", "function"), ("_arig_spec_device_module", "module")):
+        if name in metafunc.fixturenames:
+            specs = _selected(metafunc.config)
+            metafunc.parametrize(name, specs, indirect=True, ids=specs, scope=scope)  # type: ignore[arg-type]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if not arig._env.GPU_REQUIRED:
+            if item.get_closest_marker("gpu") is not None and _devices.cuda_count() == 0:
+                item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU here (libcuda sees none)"))
+            if item.get_closest_marker("nv") is not None and not _devices.nv_indices():
+                item.add_marker(pytest.mark.skip(reason="no NV device here (arig.nvrm.gpu(i) opens none)"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_CALL_FAILED] = report.failed
+    return report
+
+
+# -- the check after each test --------------------------------------------------------------------
+
+
+def _allowed(item: pytest.Item) -> set[str]:
+    allowed: set[str] = set()
+    for mark in item.iter_markers("arig_allow"):
+        bad = [a for a in mark.args if a not in _CHECKS]
+        if bad:
+            raise pytest.UsageError(f"{item.nodeid}: arig_allow takes {', '.join(map(repr, _CHECKS))}, not {', '.join(map(repr, bad))}")
+        allowed.update(mark.args or _CHECKS)
+    return allowed
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Run the checks inside the test's own coroutine, once it returned: on its loop, and as
+    part of the test, so that a problem fails the test itself rather than its teardown.
+
+    The test function is swapped only for the call (anyio makes new items after
+    collection, and pytest-asyncio wraps ``item.obj`` when the test runs)."""
+    test = getattr(item, "obj", None)
+    if (
+        not isinstance(item, pytest.Function)
+        or not any(f in item.fixturenames for f in DEVICE_FIXTURES)
+        or not inspect.iscoroutinefunction(test)
+        or hasattr(test, "hypothesis")
+    ):
+        return (yield)
+    item.obj = _checked(item, test)
+    try:
+        return (yield)
+    finally:
+        item.obj = test
+
+
+def _checked(item: pytest.Function, test: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(test)
+    async def checked(*args: Any, **kwargs: Any) -> None:
+        trackers = [(dev, t) for dev in _devices_of(item) if (t := tracker_of(dev)) is not None]
+        for _, t in trackers:
+            t.begin()
+        await test(*args, **kwargs)
+        allowed = _allowed(item)
+        problems: list[str] = []
+        for dev, t in trackers:
+            await settle(dev, _seconds(item.config, "arig_settle_timeout"))
+            problems += [text for kind, text in t.problems(dev) if kind not in allowed]
+            t.release()
+        if problems:
+            pytest.fail("arig: " + "\narig: ".join(problems), pytrace=False)
+
+    return checked
+
+
+def _devices_of(item: pytest.Function) -> list[arig.Device]:
+    seen: dict[int, arig.Device] = {}
+    for name in DEVICE_FIXTURES:
+        dev = item.funcargs.get(name)
+        if isinstance(dev, arig.Device):
+            seen.setdefault(id(dev), dev)
+    return list(seen.values())
+
+
+# -- the device's lifetime, in the test's loop ----------------------------------------------------
+
+
+async def _lifetime(spec: str, request: pytest.FixtureRequest) -> AsyncIterator[arig.Device]:
+    async with _devices.opened(spec, stop_timeout=_seconds(request.config, "arig_stop_timeout")) as dev:
+        t = track(dev)
+        try:
+            yield dev
+        finally:
+            t.release()  # the check already said what was left open; free it before the stop
+    # A loss that came later than the check (while stopping, say) fails the teardown.
+    node = request.node
+    if isinstance(node, pytest.Item) and not node.stash.get(_CALL_FAILED, True) and "loss" not in _allowed(node):
+        problems = [text for kind, text in t.problems(dev) if kind == "loss"]
+        if problems:
+            pytest.fail("arig: " + problems[0], pytrace=False)
+
+
+def _with_args(fn: Any, *names: str) -> Any:
+    """Give ``fn(**kw)`` the signature ``(request, *names)``: pytest reads a fixture's
+    dependencies from its signature, and a static one (unlike ``getfixturevalue``)
+    is torn down and set up again with it, as a parametrized spec changes."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    fn.__signature__ = inspect.Signature([inspect.Parameter(n, kind) for n in ("request", *names)])
+    return fn
+
+
+def _inner_fixture(role: str, runner: str, loop_scope: str | None) -> Any:
+    """The async fixture that opens ``role``'s device for tests of ``runner``."""
+    scope: Any = "module" if role == "device_module" else "function"
+    spec_fixture = f"_arig_spec_{role}"
+
+    async def fixture(request: pytest.FixtureRequest, **kw: Any) -> AsyncIterator[arig.Device]:
+        async for dev in _lifetime(kw[spec_fixture], request):
+            yield dev
+
+    fixture.__name__ = name = _inner_name(role, runner, loop_scope)
+    _with_args(fixture, spec_fixture)
+    if runner == "anyio":
+        return pytest.fixture(scope=scope, name=name)(fixture)
+    assert pytest_asyncio is not None
+    loop: Any = loop_scope
+    return pytest_asyncio.fixture(scope=scope, name=name, loop_scope=loop)(fixture)
+
+
+def _inner_name(role: str, runner: str, loop_scope: str | None) -> str:
+    return f"_arig_{role}_{runner}" + (f"_{loop_scope}" if loop_scope else "")
+
+
+_ROLES = ("device", "host", "gpu", "device_module")
+for _role in _ROLES:
+    globals()[_inner_name(_role, "anyio", None)] = _inner_fixture(_role, "anyio", None)
+    if pytest_asyncio is not None:
+        for _scope in _LOOP_SCOPES if _role != "device_module" else _LOOP_SCOPES[2:]:
+            globals()[_inner_name(_role, "asyncio", _scope)] = _inner_fixture(_role, "asyncio", _scope)
+
+
+def _pick(request: pytest.FixtureRequest, role: str) -> str:
+    """The inner fixture for this test: anyio's, or pytest-asyncio's on the test's loop scope."""
+    fixture = f"arig_{role}"
+    if "anyio_backend" in request.fixturenames:
+        backend = request.getfixturevalue("anyio_backend_name")
+        if backend != "asyncio":
+            pytest.skip(f"{fixture}: arig devices run on asyncio, not on anyio's {backend} backend")
+        return _inner_name(role, "anyio", None)
+    if pytest_asyncio is None:
+        pytest.fail(f"{fixture} is async: mark the test @pytest.mark.anyio (or install pytest-asyncio)", pytrace=False)
+    node = request.node
+    marker = node.get_closest_marker("asyncio")
+    if marker is None and request.config.getini("asyncio_mode") != "auto":
+        if role == "device_module":
+            marker = pytest.mark.asyncio(loop_scope="module").mark  # the module's tests say it; the module may not
+        else:
+            pytest.fail(f"{fixture} is async: mark the test @pytest.mark.asyncio or @pytest.mark.anyio", pytrace=False)
+    loop_scope = (marker.kwargs.get("loop_scope") or marker.kwargs.get("scope")) if marker is not None else None
+    if loop_scope is None:
+        try:
+            loop_scope = request.config.getini("asyncio_default_test_loop_scope") or "function"
+        except ValueError:  # a pytest-asyncio before 0.24
+            loop_scope = "function"
+        if role == "device_module" and loop_scope in _LOOP_SCOPES[:2]:
+            loop_scope = "module"
+    if role == "device_module" and loop_scope in _LOOP_SCOPES[:2]:
+        pytest.fail("arig_device_module lives for the module: its tests must run on one loop, @pytest.mark.asyncio(loop_scope='module')", pytrace=False)
+    return _inner_name(role, "asyncio", str(loop_scope))
+
+
+def _device_for(request: pytest.FixtureRequest, role: str) -> arig.Device:
+    dev: arig.Device = request.getfixturevalue(_pick(request, role))
+    return dev
+
+
+# -- which device each role opens -------------------------------------------------------------------
+
+
+def _usable(spec: str) -> str:
+    reason = _devices.missing(spec)
+    if reason is not None:
+        if arig._env.GPU_REQUIRED:
+            pytest.fail(f"{reason} (ARIG_GPU_REQUIRED=1)", pytrace=False)
+        pytest.skip(reason)
+    return spec
+
+
+@pytest.fixture
+def _arig_spec_device(request: pytest.FixtureRequest) -> str:
+    return _usable(str(request.param))
+
+
+@pytest.fixture(scope="module")
+def _arig_spec_device_module(request: pytest.FixtureRequest) -> str:
+    return _usable(str(request.param))
+
+
+@pytest.fixture
+def _arig_spec_host() -> str:
+    return "host"
+
+
+@pytest.fixture
+def _arig_spec_gpu(request: pytest.FixtureRequest) -> str:
+    specs = _selected(request.config)
+    for spec in specs:
+        if spec == "fake" or (spec.startswith("cuda:") and _devices.missing(spec) is None):
+            return spec
+    reason = f"arig_gpu: no CUDA GPU here (libcuda sees {_devices.cuda_count()}); --arig-device fake runs it over arig.testing.FakeCuda"
+    if arig._env.GPU_REQUIRED:
+        pytest.fail(reason + " (ARIG_GPU_REQUIRED=1)", pytrace=False)
+    pytest.skip(reason)
+
+
+# -- the fixtures tests use -------------------------------------------------------------------------
+
+
+def _public(role: str, scope: Any, doc: str) -> Callable[..., arig.Device]:
+    spec_fixture = f"_arig_spec_{role}"
+
+    def fixture(request: pytest.FixtureRequest, **kw: Any) -> arig.Device:
+        return _device_for(request, role)  # the spec fixture (a dependency) skipped already where the device is missing
+
+    fixture.__doc__ = doc
+    fixture.__name__ = f"arig_{role}"
+    _with_args(fixture, spec_fixture)
+    return pytest.fixture(scope=scope, name=f"arig_{role}")(fixture)
+
+
+arig_device = _public("device", "function", "An open device, per test; the test runs once per device of the selection (--arig-device).")
+arig_host = _public("host", "function", "The host device, open for the test.")
+arig_gpu = _public("gpu", "function", "A CUDA GPU (the first of the selection; fake counts), open for the test; skips where there is none.")
+arig_device_module = _public("device_module", "module", "As arig_device, one device per module and device.")

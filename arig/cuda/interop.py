@@ -1,0 +1,175 @@
+"""Awaiting the streams and events users already have (PyTorch, CuPy, cuda.core, raw handles).
+
+``dev.adopt(stream)`` makes a queue of a CUDA device from another
+library's stream; ``await arig.cuda.wait_event(event)`` awaits an event
+another library recorded.  Neither blocks a thread or polls: the device's
+join lane waits for the stream or event on the GPU (``cuStreamWaitEvent``)
+and its value is signalled as any other, by the GPU's own write or a host
+function.
+
+Threads: the handle readers here run on the event loop and call no libcuda
+function (they read the objects' attributes); the event records and waits
+run on the device's native thread (``K_JOIN`` of the core) or, on the pure
+path, its Python submit thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from typing import Any
+
+from .._errors import ArigTypeError, ArigValueError, safe_repr
+
+__all__ = ["stream_handle", "event_handle", "wait_event"]
+
+#: CU_STREAM_PER_THREAD: the calling thread's default stream; arig enqueues from its own thread.
+PER_THREAD = 2
+
+
+def _as_handle(value: Any, what: str) -> int:
+    """An int handle (ctypes pointers and cuda.bindings objects convert with int())."""
+    if isinstance(value, bool):
+        raise ArigTypeError(f"{what} must be a handle, got a bool")
+    try:
+        h = int(value) if not isinstance(value, int) else value
+    except (TypeError, ValueError):
+        raise ArigTypeError(f"{what} must be a handle (an int), got {type(value).__name__}") from None
+    if not 0 <= h < 1 << 64:
+        raise ArigValueError(f"{what} must be in 0..2**64-1, got {h}")
+    return h
+
+
+def _device_index(obj: Any) -> int | None:
+    """The GPU ordinal a torch or CuPy stream/event belongs to, where it says."""
+    dev = getattr(obj, "device", None)
+    index = getattr(dev, "index", None)  # torch.device
+    if isinstance(index, int):
+        return index
+    for name in ("device_id", "device_index"):  # CuPy; older torch
+        v = getattr(obj, name, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def stream_handle(stream: Any) -> tuple[int, int | None]:
+    """``(CUstream, GPU ordinal or None)`` of a stream object or raw handle.
+
+    Understood: cuda.core's protocol (``__cuda_stream__() -> (0, handle)``),
+    ``torch.cuda.Stream`` (``cuda_stream``), ``cupy.cuda.Stream`` (``ptr``),
+    and an int.  The legacy default stream (0 or 1) is accepted; the
+    per-thread default stream (2) is refused, since it means a different
+    stream on every thread.
+    """
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        got = proto() if callable(proto) else proto
+        if not (isinstance(got, tuple) and len(got) == 2):
+            raise ArigTypeError(f"{type(stream).__name__}.__cuda_stream__ gave {safe_repr(got)}, not (version, handle)")
+        if got[0] != 0:
+            raise ArigValueError(f"{type(stream).__name__}.__cuda_stream__ speaks version {got[0]}; arig knows version 0")
+        h = _as_handle(got[1], "the stream")
+    elif hasattr(stream, "cuda_stream"):  # torch.cuda.Stream / ExternalStream
+        h = _as_handle(stream.cuda_stream, "the stream")
+    elif hasattr(stream, "ptr") and not isinstance(stream, int):  # cupy.cuda.Stream
+        h = _as_handle(stream.ptr, "the stream")
+    elif isinstance(stream, int) and not isinstance(stream, bool):
+        h = _as_handle(stream, "the stream")
+    else:
+        raise ArigTypeError(
+            f"cannot adopt {safe_repr(stream)}: expected an object with __cuda_stream__, a torch.cuda.Stream, a cupy.cuda.Stream or a CUstream int"
+        )
+    if h == PER_THREAD:
+        raise ArigValueError("the per-thread default stream (CU_STREAM_PER_THREAD) cannot be adopted: it is a different stream on each thread")
+    return h, _device_index(stream)
+
+
+def event_handle(event: Any) -> tuple[int, int | None]:
+    """``(CUevent, GPU ordinal or None)`` of an event object or raw handle (0: never recorded).
+
+    Understood: ``torch.cuda.Event`` (``cuda_event``, made at its first record),
+    ``cupy.cuda.Event`` (``ptr``), cuda.core's ``Event`` (``handle``), an int.
+    """
+    if hasattr(event, "cuda_event"):
+        h = _as_handle(event.cuda_event, "the event")
+    elif hasattr(event, "ptr") and not isinstance(event, int):
+        h = _as_handle(event.ptr, "the event")
+    elif hasattr(event, "handle") and not isinstance(event, int):
+        h = _as_handle(event.handle, "the event")
+    elif isinstance(event, int) and not isinstance(event, bool):
+        h = _as_handle(event, "the event")
+    else:
+        raise ArigTypeError(f"cannot wait for {safe_repr(event)}: expected a torch.cuda.Event, a cupy.cuda.Event, a cuda.core Event or a CUevent int")
+    return h, _device_index(event)
+
+
+class _Private:
+    """The devices ``wait_event`` opened on one loop, and the keeper that stops them."""
+
+    def __init__(self) -> None:
+        self.devices: dict[int, Any] = {}
+        self.keeper: Any = None
+        self.lock = asyncio.Lock()
+
+
+# Per loop; dropped when the loop shuts down (the keeper's finally).
+_private: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Private] = weakref.WeakKeyDictionary()
+
+
+async def _keeper(loop: asyncio.AbstractEventLoop, private: _Private) -> Any:
+    """An async generator parked at its yield: ``loop.shutdown_asyncgens()`` (``asyncio.run``
+    does it) closes it, and that stops the devices ``wait_event`` opened on the loop."""
+    try:
+        yield None
+    finally:
+        _private.pop(loop, None)
+        for dev in list(private.devices.values()):
+            await dev.stop()
+        private.devices.clear()
+
+
+async def _device_for(gpu: int | None) -> Any:
+    """An open CUDA device of this loop on ``gpu`` (any GPU if None), opening one if none is."""
+    from ..device import open_devices  # noqa: PLC0415 - a cycle at import time otherwise
+
+    loop = asyncio.get_running_loop()
+    for found in open_devices(loop):
+        if getattr(found._backend, "join_lane", None) is not None and (gpu is None or found.facts.get("ordinal") == gpu):
+            return found
+    private = _private.get(loop)
+    if private is None:
+        private = _private[loop] = _Private()
+        private.keeper = _keeper(loop, private)
+        await private.keeper.__anext__()  # parked: closed at the loop's shutdown
+    async with private.lock:
+        index = 0 if gpu is None else gpu
+        dev = private.devices.get(index)
+        if dev is None or dev.stopped or dev.lost is not None:
+            from .. import device as _device  # noqa: PLC0415
+            from . import gpu as opener  # noqa: PLC0415
+
+            dev = private.devices[index] = await _device.open(opener(index))
+        return dev
+
+
+async def wait_event(event: Any, *, device: Any = None) -> None:
+    """Return once the work an existing CUDA event records has completed.
+
+    ``event``: a ``torch.cuda.Event``, ``cupy.cuda.Event``, cuda.core
+    ``Event`` or a raw ``CUevent``.  Its latest record when the device's
+    thread reaches the wait is what is awaited (as ``cuStreamWaitEvent``);
+    an event never recorded is complete.  ``device``: the CUDA device whose
+    join lane waits; by default an open CUDA device of this loop on the
+    event's GPU, else one opened for this loop and stopped at its shutdown.
+    Raises ``DeviceLost`` if the device is lost meanwhile.
+    """
+    handle, gpu = event_handle(event)
+    if handle == 0:
+        return
+    dev = device if device is not None else await _device_for(gpu)
+    if getattr(dev._backend, "join_lane", None) is None:
+        raise ArigTypeError(f"{dev.name} cannot wait for CUDA events: pass a CUDA device")
+    slot = dev._backend.event_slot(handle)
+    v = await dev._submit_join(slot, event)
+    await dev.wait(v)

@@ -1,0 +1,376 @@
+"""arig's pytest plugin (``arig.testing.plugin``), run on small test files through ``pytester``.
+
+Each test writes a test file, runs pytest on it in this process with the
+plugin (through its ``pytest11`` entry point where arig is installed, else
+``-p``), and checks the outcomes and the messages: passes, the failures of
+a leak, an unheard loss and pending waiters, the skips, ``--arig-device``,
+under pytest-asyncio and under anyio.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import textwrap
+
+import pytest
+
+from arig.testing import _devices
+
+pytest_plugins = ["pytester"]
+
+_ENTRY = any(ep.name == "arig" and ep.value == "arig.testing.plugin" for ep in importlib.metadata.entry_points(group="pytest11"))
+# Both plugins in their default modes, the loop scope said so that pytest-asyncio does not warn.
+_INI = """
+[pytest]
+asyncio_mode = strict
+asyncio_default_fixture_loop_scope = function
+"""
+
+
+def run(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
+    pytester.makefile(".ini", pytest=_INI)
+    pytester.makepyfile(test_user=textwrap.dedent(source))
+    plugin = [] if _ENTRY else ["-p", "arig.testing.plugin"]
+    return pytester.runpytest_inprocess(*plugin, "-p", "no:cacheprovider", "-rs", *args)
+
+
+PASSING = """
+    import numpy as np
+    import pytest
+    import arig
+
+    async def roundtrip(dev):
+        buf = await dev.alloc(64)
+        try:
+            await dev.upload(buf, np.arange(16, dtype=np.float32))
+            out = np.zeros(16, np.float32)
+            await dev.download(buf, out)
+            assert out.tolist() == list(range(16))
+        finally:
+            buf.close()
+
+    @pytest.mark.asyncio
+    async def test_asyncio(arig_device):
+        assert isinstance(arig_device, arig.Device) and not arig_device.stopped
+        await roundtrip(arig_device)
+
+    @pytest.mark.anyio
+    async def test_anyio(arig_device, arig_host):
+        assert arig_host.name == "HOST"
+        await roundtrip(arig_device)
+        await roundtrip(arig_host)
+"""
+
+
+def test_fixtures_under_asyncio_and_anyio_over_the_chosen_devices(pytester: pytest.Pytester) -> None:
+    result = run(pytester, PASSING, "-v", "--arig-device", "host,fake")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*test_asyncio?host? PASSED*", "*test_asyncio?fake? PASSED*", "*test_anyio?host? PASSED*", "*test_anyio?fake? PASSED*"])
+
+
+def test_default_devices_are_those_this_machine_opens(pytester: pytest.Pytester) -> None:
+    here = _devices.available()
+    assert here[0] == "host"
+    result = run(pytester, PASSING, "-v")
+    result.assert_outcomes(passed=2 * len(here))
+    result.stdout.fnmatch_lines([f"*test_asyncio?{spec}? PASSED*" for spec in here])
+    assert "fake" not in result.stdout.str()  # the fake only on request
+
+
+def test_ini_option_and_missing_device(pytester: pytest.Pytester) -> None:
+    pytester.makefile(".ini", pytest=_INI + "arig_device = host, cuda:7\n")
+    pytester.makepyfile(
+        test_user="""
+        import pytest
+        @pytest.mark.asyncio
+        async def test_one(arig_device):
+            assert arig_device.name in ("HOST", "CUDA:7")
+        """
+    )
+    plugin = [] if _ENTRY else ["-p", "arig.testing.plugin"]
+    result = pytester.runpytest_inprocess(*plugin, "-p", "no:cacheprovider", "-rs", "-v")
+    if _devices.cuda_count() > 7:
+        result.assert_outcomes(passed=2)
+    else:
+        result.assert_outcomes(passed=1, skipped=1)
+        result.stdout.fnmatch_lines(["*SKIPPED*no CUDA GPU 7 here*"])
+
+
+def test_bad_device_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = run(pytester, PASSING, "--arig-device", "host,tpu:0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown device 'tpu:0'*"])
+
+
+LEAKS = """
+    import pytest
+    import arig.cuda_abi as abi
+
+    kept = []
+
+    @pytest.mark.asyncio
+    async def test_buffer(arig_device):
+        await arig_device.alloc(128)
+
+    @pytest.mark.asyncio
+    async def test_image(arig_device):
+        if arig_device.arch == "host":
+            pytest.skip("the host device loads no images")
+        await arig_device.load(b"not a real image")
+
+    @pytest.mark.asyncio
+    async def test_graph(arig_device):
+        if arig_device.arch == "host":
+            pytest.skip("the host device makes no graphs")
+        kept.append(await arig_device.capability(abi.KEY).graph_async([]))
+
+    @pytest.mark.asyncio
+    async def test_closed_and_dropped_is_fine(arig_device):
+        buf = await arig_device.alloc(128)
+        buf.close()
+        if arig_device.arch != "host":
+            image = await arig_device.load(b"not a real image")
+            image.unload()
+            graph = await arig_device.capability(abi.KEY).graph_async([])
+            del graph
+
+    @pytest.mark.asyncio
+    @pytest.mark.arig_allow("leaks")
+    async def test_allowed(arig_device):
+        await arig_device.alloc(128)
+"""
+
+
+def test_leaks_fail_the_test(pytester: pytest.Pytester) -> None:
+    result = run(pytester, LEAKS, "--arig-device", "host,fake")
+    result.assert_outcomes(passed=4, failed=4, skipped=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*FAILED test_user.py::test_buffer?host? - Failed: arig: 1 buffer(s) allocated on HOST during the test were not closed*",
+            "*FAILED test_user.py::test_buffer?fake? - Failed: arig: 1 buffer(s) allocated on CUDA*",
+            "*FAILED test_user.py::test_image?fake? - Failed: arig: 1 image(s) loaded on CUDA during the test were not unloaded*",
+            "*FAILED test_user.py::test_graph?fake? - Failed: arig: 1 graph(s) made on CUDA during the test are still referenced*",
+        ],
+        consecutive=False,
+    )
+
+
+LOSS = """
+    import asyncio
+    import pytest
+    import arig
+    from arig.testing import faults
+
+    def bad(queue, arg, v):
+        raise ValueError("the fill failed")
+
+    @pytest.mark.asyncio
+    async def test_unheard(arig_device):
+        await arig_device.submit(bad)   # nobody waits: the loss would go unnoticed
+
+    @pytest.mark.asyncio
+    async def test_waited(arig_device):
+        v = await arig_device.submit(bad)
+        with pytest.raises(arig.DeviceLost):
+            await arig_device.wait(v)
+
+    @pytest.mark.anyio
+    async def test_read_lost(arig_device):
+        await arig_device.submit(bad)
+        while arig_device.lost is None:
+            await asyncio.sleep(0.001)
+        assert isinstance(arig_device.lost, ValueError)
+
+    @pytest.mark.anyio
+    async def test_unheard_anyio(arig_host):
+        await arig_host.submit(bad)
+
+    @pytest.mark.asyncio
+    async def test_by_fault(arig_device):
+        lost = await faults.lose(arig_device, RuntimeError("ECC"))
+        assert isinstance(lost.cause, RuntimeError)
+
+    @pytest.mark.asyncio
+    @pytest.mark.arig_allow("loss")
+    async def test_allowed(arig_device):
+        await arig_device.submit(bad)
+"""
+
+
+def test_unheard_loss_fails_the_test(pytester: pytest.Pytester) -> None:
+    result = run(pytester, LOSS, "--arig-device", "host,fake", "-p", "no:logging")
+    result.assert_outcomes(passed=8, failed=3)
+    result.stdout.fnmatch_lines(
+        [
+            "*FAILED test_user.py::test_unheard?host? - Failed: arig: device HOST was lost and nothing heard of it: ValueError: the fill failed*",
+            "*FAILED test_user.py::test_unheard?fake? - Failed: arig: device CUDA was lost and nothing heard of it*",
+            "*FAILED test_user.py::test_unheard_anyio - Failed: arig: device HOST was lost*",
+        ],
+        consecutive=False,
+    )
+
+
+PENDING = """
+    import asyncio
+    import pytest
+    from arig.testing import faults
+
+    tasks = []
+
+    @pytest.mark.asyncio
+    async def test_orphan_waiter(arig_host):
+        v = await faults.stall(arig_host, 1.0)
+        tasks.append(asyncio.create_task(arig_host.wait(v)))
+        await asyncio.sleep(0.01)
+
+    @pytest.mark.asyncio
+    async def test_work_left_running_is_fine(arig_host):
+        await faults.stall(arig_host, 0.05)   # not awaited, but it ends within the settle time
+
+    @pytest.mark.asyncio
+    async def test_awaited_waiter(arig_host):
+        v = await faults.stall(arig_host, 0.05)
+        await asyncio.create_task(arig_host.wait(v))
+"""
+
+
+def test_pending_waiters_fail_the_test(pytester: pytest.Pytester) -> None:
+    result = run(pytester, PENDING, "-o", "arig_settle_timeout=0.2")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED test_user.py::test_orphan_waiter - Failed: arig: 1 task(s) still wait for values of device HOST*"])
+
+
+def test_a_loss_while_stopping_fails_the_teardown(pytester: pytest.Pytester) -> None:
+    source = """
+        import pytest
+        from arig.testing import faults
+
+        @pytest.mark.asyncio
+        async def test_stall_outlives_stop(arig_host):
+            await faults.stall(arig_host, 1.0)
+    """
+    result = run(pytester, source, "-o", "arig_settle_timeout=0.05", "-o", "arig_stop_timeout=0.2", "-p", "no:logging")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR test_user.py::test_stall_outlives_stop - Failed: arig: device HOST was lost*DeviceHang*"])
+
+
+def test_markers_skip_without_the_hardware(pytester: pytest.Pytester) -> None:
+    source = """
+        import pytest
+
+        @pytest.mark.gpu
+        def test_gpu():
+            pass
+
+        @pytest.mark.nv
+        def test_nv():
+            pass
+
+        @pytest.mark.asyncio
+        async def test_arig_gpu(arig_gpu):
+            assert arig_gpu.name.startswith("CUDA")
+    """
+    result = run(pytester, source, "--strict-markers")
+    no_gpu, no_nv = _devices.cuda_count() == 0, not _devices.nv_indices()
+    result.assert_outcomes(passed=(not no_gpu) * 2 + (not no_nv), skipped=no_gpu * 2 + no_nv)
+    if no_gpu:
+        result.stdout.fnmatch_lines(["*SKIPPED*no NVIDIA GPU here*", "*SKIPPED*arig_gpu: no CUDA GPU here*--arig-device fake*"], consecutive=False)
+    if no_nv:
+        result.stdout.fnmatch_lines(["*SKIPPED*no NV device here*"], consecutive=False)
+
+
+def test_arig_gpu_runs_over_the_fake(pytester: pytest.Pytester) -> None:
+    source = """
+        import pytest
+
+        @pytest.mark.asyncio
+        async def test_arig_gpu(arig_gpu):
+            assert arig_gpu.name == "CUDA" and arig_gpu.facts["name"] == "NVIDIA Fake GPU"
+    """
+    run(pytester, source, "--arig-device", "fake").assert_outcomes(passed=1)
+
+
+def test_a_sync_test_is_told_to_be_async(pytester: pytest.Pytester) -> None:
+    source = """
+        def test_sync(arig_host):
+            pass
+    """
+    result = run(pytester, source)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*arig_host is async: mark the test @pytest.mark.asyncio or @pytest.mark.anyio*"])
+
+
+def test_trio_backend_is_skipped(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("trio")
+    source = """
+        import pytest
+
+        @pytest.fixture(params=["asyncio", "trio"])
+        def anyio_backend(request):
+            return request.param
+
+        @pytest.mark.anyio
+        async def test_both(arig_host):
+            assert arig_host.name == "HOST"
+    """
+    result = run(pytester, source)
+    result.assert_outcomes(passed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*arig devices run on asyncio, not on anyio's trio backend*"])
+
+
+MODULE = """
+    import pytest
+
+    pytestmark = pytest.mark.asyncio(loop_scope="module")
+    seen = []
+
+    async def test_first(arig_device_module):
+        seen.append((arig_device_module.name, id(arig_device_module)))
+
+    async def test_second(arig_device_module):
+        seen.append((arig_device_module.name, id(arig_device_module)))
+
+    async def test_leak_is_still_per_test(arig_device_module):
+        await arig_device_module.alloc(64)
+
+    async def test_one_device_per_module_and_device():
+        names = [n for n, _ in seen]
+        assert names == ["HOST", "HOST", "CUDA", "CUDA"]
+        assert seen[0] == seen[1] and seen[2] == seen[3] and seen[0][1] != seen[2][1]
+"""
+
+
+def test_module_scoped_device(pytester: pytest.Pytester) -> None:
+    result = run(pytester, MODULE, "--arig-device", "host,fake")
+    result.assert_outcomes(passed=5, failed=2)
+    result.stdout.fnmatch_lines(["*FAILED*test_leak_is_still_per_test?host? - Failed: arig: 1 buffer(s)*"], consecutive=False)
+
+
+def test_module_scoped_device_under_anyio(pytester: pytest.Pytester) -> None:
+    source = """
+        import pytest
+
+        pytestmark = pytest.mark.anyio
+        ids = []
+
+        async def test_first(arig_device_module):
+            ids.append(id(arig_device_module))
+
+        async def test_second(arig_device_module):
+            ids.append(id(arig_device_module))
+            assert ids[0] == ids[1]
+    """
+    run(pytester, source, "--arig-device", "host").assert_outcomes(passed=2)
+
+
+def test_module_scoped_device_needs_a_module_loop(pytester: pytest.Pytester) -> None:
+    source = """
+        import pytest
+
+        @pytest.mark.asyncio(loop_scope="function")
+        async def test_one(arig_device_module):
+            pass
+    """
+    result = run(pytester, source, "--arig-device", "host")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*arig_device_module lives for the module*loop_scope='module'*"])
