@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "concurrency": ("bench.concurrency", True),
     "submit": ("bench.submit", True),
     "replay": ("bench.replay", True),
+    "interop": ("bench.interop", True),
 }
 
 ROOT = Path(__file__).resolve().parent.parent

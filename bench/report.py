@@ -201,6 +201,20 @@ def table(results: dict[str, Any]) -> str:
         if isinstance(hc, list):
             lines += _md("7b. Host device concurrency sweep", _CONC_HEAD, [_conc_row("arig (host)", r) for r in hc])
 
+    io = b.get("interop")
+    if isinstance(io, dict) and io.get("methods"):
+        rows = []
+        for name, r in io["methods"].items():
+            if "latency_us" in r:
+                m = r.get("tasks_64", {})
+                vs = r.get("vs_arig_adopt", {})
+                rows.append([name, _g(r, "latency_us", "p50"), _g(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), m.get("completions_per_s"),
+                             _g(m, "latency_us", "p99"), m.get("cpu_us_per_completion"), _ratio(vs.get("completions_per_s")) if name != "arig_adopt" else ""])
+            else:
+                rows.append([name, "error" if "error" in r else "skipped", "", "", "", "", "", ""])
+        lines += _md(f"9. Awaiting a PyTorch stream ({io.get('work', '')})",
+                     ["method", "1 task p50 µs", "p99", "CPU µs/wait", "64 tasks /s", "p99 µs", "CPU µs/completion", "/s ×arig_adopt"], rows)
+
     problems = []
     for name, r in b.items():
         problems += [f"- {name}{p}" for p in _problems(r, "")]

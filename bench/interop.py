@@ -1,0 +1,133 @@
+"""Awaiting a PyTorch stream: arig's adopted stream and wait_event against the usual ways.
+
+The work is PyTorch's own: a small in-place op (``x.add_(1)`` on 4 KiB) on
+a ``torch.cuda.Stream``, then one of
+
+* ``arig_adopt``: ``q = dev.adopt(stream)`` once, then ``await dev.wait(await dev.submit(None, queue=q))``;
+* ``arig_wait_event``: ``ev.record(stream); await arig.cuda.wait_event(ev, device=dev)``;
+* ``torch_executor``: ``ev.record(stream); await loop.run_in_executor(None, ev.synchronize)``;
+* ``torch_poll``: ``ev.record(stream); while not ev.query(): await asyncio.sleep(0)``.
+
+One task (latency, CPU per wait), then 64 tasks each with a stream of its
+own (completions/s, p99, CPU per completion).  Ratios are each method's
+over ``arig_adopt``, from this run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import arig
+import arig.cuda
+
+from ._common import Config, concurrency_level, error_record, latency_block, log
+from ._stats import ratio, summarize
+
+__all__ = ["run"]
+
+METHODS = ("arig_adopt", "arig_wait_event", "torch_executor", "torch_poll")
+TASKS = 64
+
+
+def _maker(method: str, dev: Any, torch: Any) -> Callable[[int], Callable[[], Awaitable[None]]]:
+    """Per task: its stream and tensor, and the op (enqueue torch work, then await it)."""
+
+    def make(_k: int) -> Callable[[], Awaitable[None]]:
+        s = torch.cuda.Stream()
+        x = torch.zeros(1024, device="cuda")
+        ev = torch.cuda.Event()
+        loop = asyncio.get_running_loop()
+        if method == "arig_adopt":
+            q = dev.adopt(s)
+
+            async def op() -> None:
+                with torch.cuda.stream(s):
+                    x.add_(1.0)
+                await dev.wait(await dev.submit(None, queue=q))
+
+        elif method == "arig_wait_event":
+
+            async def op() -> None:
+                with torch.cuda.stream(s):
+                    x.add_(1.0)
+                ev.record(s)
+                await arig.cuda.wait_event(ev, device=dev)
+
+        elif method == "torch_executor":
+
+            async def op() -> None:
+                with torch.cuda.stream(s):
+                    x.add_(1.0)
+                ev.record(s)
+                await loop.run_in_executor(None, ev.synchronize)
+
+        else:
+
+            async def op() -> None:
+                with torch.cuda.stream(s):
+                    x.add_(1.0)
+                ev.record(s)
+                while not ev.query():
+                    await asyncio.sleep(0)
+
+        return op
+
+    return make
+
+
+async def _method(method: str, cfg: Config, torch: Any) -> dict[str, Any]:
+    dev = await arig.open(arig.cuda.gpu(0))
+    try:
+        make = _maker(method, dev, torch)
+        op = make(0)
+        await latency_block(op, 50)  # warm-up: torch's kernels loaded, arig's estimates learned
+        one = await latency_block(op, cfg.pick(600, 60))
+        many = await asyncio.wait_for(concurrency_level(make, TASKS, cfg.pick(0.5, 0.2), cfg.pick(2.0, 0.5)), 120)
+    finally:
+        await dev.stop()
+    torch.cuda.synchronize()
+    return {
+        "latency_us": summarize(one["lat"], 1e6),
+        "cpu_us_per_wait": one["cpu_per_op"] * 1e6,
+        f"tasks_{TASKS}": many,
+    }
+
+
+def run(cfg: Config) -> dict[str, Any]:
+    try:
+        import torch
+    except ImportError as exc:
+        return error_record(exc)
+    if not torch.cuda.is_available():
+        return {"error": "torch sees no CUDA GPU"}
+    out: dict[str, Any] = {"work": "torch x.add_(1) on a 4 KiB tensor, on a torch.cuda.Stream per task", "torch": torch.__version__, "methods": {}}
+    for method in METHODS:
+        try:
+            r = asyncio.run(_method(method, cfg, torch))
+        except Exception as exc:  # noqa: BLE001 - one method's failure is reported, the others still run
+            r = error_record(exc)
+        out["methods"][method] = r
+        if "error" not in r:
+            m = r[f"tasks_{TASKS}"]
+            log(
+                f"  interop {method}: p50 {r['latency_us']['p50']:.1f} us, cpu/wait {r['cpu_us_per_wait']:.1f} us; "
+                f"{TASKS} tasks {m['completions_per_s']:.0f}/s p99 {m['latency_us'].get('p99', 0):.0f} us cpu {m['cpu_us_per_completion'] or 0:.1f} us"
+            )
+        else:
+            log(f"  interop {method}: {r['error']}")
+    base = out["methods"].get("arig_adopt", {})
+    if "error" not in base:
+        for r in out["methods"].values():
+            if "error" in r:
+                continue
+            m, b = r[f"tasks_{TASKS}"], base[f"tasks_{TASKS}"]
+            r["vs_arig_adopt"] = {
+                "p50": ratio(r["latency_us"]["p50"], base["latency_us"]["p50"]),
+                "cpu_per_wait": ratio(r["cpu_us_per_wait"], base["cpu_us_per_wait"]),
+                "completions_per_s": ratio(m["completions_per_s"], b["completions_per_s"]),
+                "p99": ratio(m["latency_us"].get("p99"), b["latency_us"].get("p99")),
+                "cpu_per_completion": ratio(m["cpu_us_per_completion"], b["cpu_us_per_completion"]),
+            }
+    return out
