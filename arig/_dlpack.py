@@ -34,8 +34,8 @@ Why the callbacks are written as they are
     One limit cannot be lifted without compiled code: a ctypes callback
     cannot leave an exception in flight.  When C code destroys an
     unconsumed capsule while an exception is propagating (numpy's
-    ``from_dlpack`` refusing a CUDA tensor drops the capsule with its
-    ``BufferError`` set), the destructor still releases the owner, but the
+    ``from_dlpack`` refusing a CUDA tensor drops the capsule with its own
+    error set), the destructor still releases the owner, but the
     pending exception is reported through ``sys.unraisablehook`` and the
     caller sees a ``SystemError`` in its place.  Asking for a device the
     exporter cannot give is therefore refused before any capsule exists
@@ -165,7 +165,9 @@ class _Export:
 
     __slots__ = ("managed", "shape", "strides", "owner")
 
-    def __init__(self, managed: DLManagedTensor | DLManagedTensorVersioned, shape: ctypes.Array[c_int64], strides: ctypes.Array[c_int64], owner: object) -> None:
+    def __init__(
+        self, managed: DLManagedTensor | DLManagedTensorVersioned, shape: ctypes.Array[c_int64], strides: ctypes.Array[c_int64], owner: object
+    ) -> None:
         self.managed = managed
         self.shape = shape
         self.strides = strides
@@ -378,7 +380,7 @@ def export(
         raise
 
 
-def dlpack_device(device_type: int, device_id: int) -> tuple[int, int]:
+def dlpack_device(device_type: int | np.integer[Any], device_id: int | np.integer[Any]) -> tuple[int, int]:
     """``__dlpack_device__``'s answer: ``(device_type, device_id)`` as plain ints."""
     return (_as_index(device_type, "device_type"), _as_index(device_id, "device_id"))
 
@@ -552,7 +554,9 @@ def _from_interface(obj: Any, iface: Any, device_type: int, device_id: int, whic
         except TypeError:
             raise ArigTypeError(f"{which}['strides'] must be None or a tuple of ints, not {safe_repr(strides_v)}") from None
         if len(strides) != len(shape) or not _is_c_contiguous(shape, strides, itemsize):
-            raise ArigValueError(f"{safe_repr(obj)} is not contiguous: strides {tuple(strides_v)} for shape {shape} of {itemsize}-byte items; make a contiguous copy first")
+            raise ArigValueError(
+                f"{safe_repr(obj)} is not contiguous: strides {tuple(strides_v)} for shape {shape} of {itemsize}-byte items; make a contiguous copy first"
+            )
     stream_v = iface.get("stream")
     stream = None if stream_v is None else _as_index(stream_v, f"{which}['stream']")
     return Foreign(address, math.prod(shape) * itemsize, device_type, device_id, bool(data[1]), obj, stream)
@@ -655,19 +659,20 @@ def foreign(obj: Any, *, stream: int | None = None) -> Foreign:
     """
     if isinstance(obj, np.ndarray):
         return _from_ndarray(obj, obj)
-    if hasattr(obj, "__cuda_array_interface__"):
+    # Each interface read once: a property may build its dict on every access.
+    cuda_iface = getattr(obj, "__cuda_array_interface__", None)  # AttributeError where absent, by the protocol
+    if cuda_iface is not None:
         dev = _dlpack_device_of(obj)
         device_id = dev[1] if dev is not None and dev[0] == kDLCUDA else -1
-        return _from_interface(obj, obj.__cuda_array_interface__, kDLCUDA, device_id, "__cuda_array_interface__")
-    has_host_iface = hasattr(obj, "__array_interface__")
+        return _from_interface(obj, cuda_iface, kDLCUDA, device_id, "__cuda_array_interface__")
     if hasattr(obj, "__dlpack__"):
         try:
             return _from_dlpack(obj, stream)
         except BufferError:
-            if not has_host_iface:
+            if not hasattr(obj, "__array_interface__"):
                 raise
-    if has_host_iface:
-        iface = obj.__array_interface__
+    iface = getattr(obj, "__array_interface__", None)
+    if iface is not None:
         if isinstance(iface, Mapping) and iface.get("data") is None:
             # No pointer: the memory is obj's buffer, which numpy reads from this same interface.
             return _from_ndarray(np.asarray(obj), obj)

@@ -31,13 +31,19 @@ class Buffer:
         release: Callable[[], None],
         host: np.ndarray[Any, Any] | None = None,
         cuda_device_memory: bool = False,
+        dl: tuple[int, int] | None = None,
+        keep: Any = None,
+        readonly: bool = False,
     ) -> None:
         self.device = device
         self.kind = kind
         self.address = address
         self.nbytes = nbytes
+        self.readonly = readonly
         self._host = host
         self._cuda = cuda_device_memory
+        self._dl = dl  # DLPack (device type, id): (2, ordinal) for CUDA device memory; None: host-visible (1, 0) or unknown
+        self._keep = keep  # a wrapped array's owner (``Device.wrap``), released with the buffer
         self._finalizer = weakref.finalize(self, release)
 
     @property
@@ -66,6 +72,23 @@ class Buffer:
         if self.closed:
             raise ArigValueError("buffer is closed")
         return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.address, False), "version": 3, "strides": None, "stream": None}
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: bool | None = None) -> Any:
+        """The bytes as a DLPack capsule (``torch.from_dlpack(buf)``, ``cupy.from_dlpack(buf)``: no copy).
+
+        The tensor is 1-D ``uint8``; view it as the consumer's dtype.  No
+        stream synchronization is done (``stream`` is accepted and ignored):
+        await the arig work that writes the buffer before handing it out.
+        The capsule keeps the buffer alive; ``close()`` still frees it.
+        """
+        from . import _dlpack  # noqa: PLC0415 - ctypes capsule machinery, loaded on first use
+
+        return _dlpack.buffer_dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from . import _dlpack  # noqa: PLC0415
+
+        return _dlpack.buffer_dlpack_device(self)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"0x{self.address:x}"

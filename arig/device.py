@@ -466,10 +466,27 @@ class Device:
             raise ArigValueError(f"array of {array.nbytes} bytes does not fit the buffer of {buf.nbytes}")
         return array
 
+    def wrap(self, array: Any) -> Buffer:
+        """Another library's GPU array (torch, CuPy, anything with ``__cuda_array_interface__``
+        or ``__dlpack__``) as a buffer of this device, sharing its memory: ``upload`` and
+        ``download`` copy through it.  The array stays referenced while the buffer lives; its
+        library frees the memory, never arig.  Order its library's pending writes first (for
+        example ``await dev.wait(await dev.submit(None, queue=dev.adopt(stream)))``)."""
+        if get_ident() != self._tid or not self._running():
+            self._check_loop()
+        self._check_usable()
+        wrap = getattr(self._backend, "wrap", None)
+        if wrap is None:
+            raise ArigTypeError(f"{self.name} wraps no foreign arrays: wrap() is for CUDA devices")
+        buf: Buffer = wrap(array)
+        return buf
+
     async def upload(self, buf: Buffer, array: np.ndarray, *, queue: Any = 0) -> int:
         """Copy ``array`` into ``buf`` through a queue; return once the copy is done."""
         self._check_loop()
         array = self._check_copy(buf, array, writable=False)
+        if buf.readonly:
+            raise ArigValueError(f"{buf!r} wraps a read-only array: nothing may be uploaded into it")
         fill, arg = self._backend.copy_fill(buf, array, True)
         return await self.run(fill, arg, queue=queue, keep=(buf, array))
 

@@ -112,7 +112,7 @@ def run(cfg: Config) -> dict[str, Any]:
         if "error" not in r:
             m = r[f"tasks_{TASKS}"]
             log(
-                f"  interop {method}: p50 {r['latency_us']['p50']:.1f} us, cpu/wait {r['cpu_us_per_wait']:.1f} us; "
+                f"  interop {method}: p50 {r['latency_us']['median']:.1f} us, cpu/wait {r['cpu_us_per_wait']:.1f} us; "
                 f"{TASKS} tasks {m['completions_per_s']:.0f}/s p99 {m['latency_us'].get('p99', 0):.0f} us cpu {m['cpu_us_per_completion'] or 0:.1f} us"
             )
         else:
@@ -124,7 +124,7 @@ def run(cfg: Config) -> dict[str, Any]:
                 continue
             m, b = r[f"tasks_{TASKS}"], base[f"tasks_{TASKS}"]
             r["vs_arig_adopt"] = {
-                "p50": ratio(r["latency_us"]["p50"], base["latency_us"]["p50"]),
+                "p50": ratio(r["latency_us"], base["latency_us"]),
                 "cpu_per_wait": ratio(r["cpu_us_per_wait"], base["cpu_us_per_wait"]),
                 "completions_per_s": ratio(m["completions_per_s"], b["completions_per_s"]),
                 "p99": ratio(m["latency_us"].get("p99"), b["latency_us"].get("p99")),

@@ -208,7 +208,7 @@ def table(results: dict[str, Any]) -> str:
             if "latency_us" in r:
                 m = r.get("tasks_64", {})
                 vs = r.get("vs_arig_adopt", {})
-                rows.append([name, _g(r, "latency_us", "p50"), _g(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), m.get("completions_per_s"),
+                rows.append([name, _g(r, "latency_us", "median"), _g(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), m.get("completions_per_s"),
                              _g(m, "latency_us", "p99"), m.get("cpu_us_per_completion"), _ratio(vs.get("completions_per_s")) if name != "arig_adopt" else ""])
             else:
                 rows.append([name, "error" if "error" in r else "skipped", "", "", "", "", "", ""])

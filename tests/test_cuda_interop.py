@@ -243,3 +243,47 @@ async def test_adopting_after_values_are_outstanding_keeps_their_order(fake: Fak
         fake.release(q0)
         await asyncio.wait_for(dev.wait(joined), T)
         assert early == [1, 2, 3] and joined == 4 and dev.reached == 4
+
+
+class CudaArray:
+    """What arig reads of a CuPy or torch array: ``__cuda_array_interface__`` (version 3)."""
+
+    def __init__(self, address: int, nbytes: int, readonly: bool = False) -> None:
+        self.__cuda_array_interface__ = {"shape": (nbytes // 4,), "typestr": "<f4", "data": (address, readonly), "version": 3, "strides": None, "stream": None}
+
+
+async def test_wrap_a_foreign_array_and_copy_through_it(fake: FakeCuda, completion: str) -> None:
+    async with await _open() as dev:
+        mem = await dev.alloc(4096)  # stands for memory another library allocated
+        owner = CudaArray(mem.address, 4096)
+        buf = dev.wrap(owner)
+        assert (buf.address, buf.nbytes, buf.kind, buf._keep is not None) == (mem.address, 4096, "foreign", True)
+        data = np.arange(1024, dtype=np.float32)
+        await dev.upload(buf, data)
+        out = np.empty_like(data)
+        await dev.download(mem, out)  # the same memory: what went in through the wrap is there
+        np.testing.assert_array_equal(out, data)
+        buf.close()  # frees nothing: the owner's memory is still usable
+        await dev.download(mem, out)
+        np.testing.assert_array_equal(out, data)
+        ro = dev.wrap(CudaArray(mem.address, 64, readonly=True))
+        with pytest.raises(ValueError, match="read-only"):
+            await dev.upload(ro, np.zeros(16, np.float32))
+        with pytest.raises(ValueError, match="not in CUDA's device memory"):
+            dev.wrap(np.zeros(4))
+    async with await arig.open(arig.host.cpu()) as host:
+        with pytest.raises(TypeError, match="wrap\\(\\) is for CUDA devices"):
+            host.wrap(owner)
+
+
+async def test_dlpack_device_of_cuda_buffers(fake: FakeCuda) -> None:
+    async with await _open() as dev:
+        d = await dev.alloc(64)
+        p = await dev.alloc(64, kind="pinned")
+        assert d.__dlpack_device__() == (2, 0) and p.__dlpack_device__() == (1, 0)
+        cap = d.__dlpack__(max_version=(1, 0))
+        assert type(cap).__name__ == "PyCapsule"
+        del cap
+        view = np.from_dlpack(p)  # host-visible memory goes to numpy without a copy
+        view[:] = 7
+        assert (p.numpy() == 7).all() and view.__array_interface__["data"][0] == p.address

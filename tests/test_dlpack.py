@@ -48,7 +48,9 @@ class Exporter:
         self.calls.append({"stream": stream, "max_version": max_version, "dl_device": dl_device, "copy": copy})
         check_request(self.device, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
         a = self.owner.array
-        return export(a.ctypes.data, a.nbytes, *self.device, self.owner, dtype=self.dtype, shape=self.shape, max_version=None if self.legacy_only else max_version)
+        return export(
+            a.ctypes.data, a.nbytes, *self.device, self.owner, dtype=self.dtype, shape=self.shape, max_version=None if self.legacy_only else max_version
+        )
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return dlpack_device(*self.device)
@@ -190,7 +192,13 @@ def test_zero_bytes_export() -> None:
 
 @pytest.mark.parametrize(
     ("max_version", "name", "version"),
-    [(None, b"dltensor", None), ((0, 8), b"dltensor", None), ((1, 0), b"dltensor_versioned", (1, 0)), ((1, 3), b"dltensor_versioned", (1, 1)), ((2, 0), b"dltensor_versioned", (1, 1))],
+    [
+        (None, b"dltensor", None),
+        ((0, 8), b"dltensor", None),
+        ((1, 0), b"dltensor_versioned", (1, 0)),
+        ((1, 3), b"dltensor_versioned", (1, 1)),
+        ((2, 0), b"dltensor_versioned", (1, 1)),
+    ],
 )
 def test_capsule_kind_follows_max_version(max_version: Any, name: bytes, version: Any) -> None:
     src = np.zeros(6, np.uint8)
@@ -239,7 +247,7 @@ def test_export_refuses(kwargs: dict[str, Any], error: type[BaseException]) -> N
 @pytest.mark.parametrize("args", [(-1, 4, 1, 0), (0, -4, 1, 0), (1.5, 4, 1, 0), (0, True, 1, 0), (0, 4, "cpu", 0)])
 def test_export_refuses_bad_numbers(args: tuple[Any, ...]) -> None:
     with pytest.raises((ArigValueError, ArigTypeError)):
-        export(*args, None)
+        export(*args, None)  # type: ignore[call-arg]
 
 
 def test_export_of_longdouble_is_refused_where_it_is_not_ieee_double() -> None:
@@ -308,9 +316,9 @@ def test_check_request() -> None:
     for stream in (None, -1, 0, 1, 2, 0x7F00_0000_1234):
         check_request(cuda, stream=stream)
         check_request(cpu, stream=stream)
-    for stream in ("0", 1.0, True):
+    for bad in ("0", 1.0, True):
         with pytest.raises(ArigTypeError):
-            check_request(cuda, stream=stream)
+            check_request(cuda, stream=bad)
     check_request(cuda, dl_device=(kDLCUDA, 1), copy=False)
     check_request(cpu, dl_device=(kDLCPU, 0))
     check_request(pinned, dl_device=(kDLCPU, 0))
@@ -582,7 +590,22 @@ def test_foreign_of_an_arig_cuda_buffer_reads_its_interface() -> None:
 
 
 # -- properties -------------------------------------------------------------------
-DTYPES = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.float16, np.float32, np.float64, np.complex64, np.complex128]
+DTYPES = [
+    np.bool_,
+    np.int8,
+    np.uint8,
+    np.int16,
+    np.uint16,
+    np.int32,
+    np.uint32,
+    np.int64,
+    np.uint64,
+    np.float16,
+    np.float32,
+    np.float64,
+    np.complex64,
+    np.complex128,
+]
 shapes = st.lists(st.integers(0, 5), min_size=0, max_size=4).map(tuple)
 
 
@@ -625,6 +648,30 @@ def test_foreign_refuses_every_strided_view(shape: tuple[int, ...], axis: int, s
     for obj in (view, Producer(view), CAI({"data": (0x10000, False), "shape": view.shape, "typestr": "<i2", "strides": view.strides})):
         with pytest.raises(ArigValueError, match="strides"):
             foreign(obj)
+
+
+def test_interpreter_exit_with_exports_and_holds_outstanding(tmp_path: Any) -> None:
+    """Consumers, unconsumed capsules and holds still alive at exit: a clean exit, nothing reported."""
+    import subprocess
+
+    script = tmp_path / "exit.py"
+    script.write_text(
+        "import numpy as np, threading\n"
+        "from arig._dlpack import export, foreign, kDLCPU\n"
+        "src = np.arange(64, dtype=np.uint8)\n"
+        "class E:\n"
+        "    def __dlpack__(self, **k): return export(src.ctypes.data, 64, kDLCPU, 0, self, max_version=k.get('max_version'))\n"
+        "    def __dlpack_device__(self): return (kDLCPU, 0)\n"
+        "view = np.from_dlpack(E())\n"
+        "cap = export(src.ctypes.data, 64, kDLCPU, 0, src)\n"
+        "hold = foreign(E())\n"
+        "cycle = [np.from_dlpack(E())]; cycle.append(cycle)\n"
+        "t = threading.Thread(target=lambda: [np.from_dlpack(E()) for _ in range(100)], daemon=True); t.start()\n"
+        "print('ok')\n"
+    )
+    for _ in range(3):
+        run = subprocess.run([sys.executable, "-X", "dev", str(script)], capture_output=True, text=True, timeout=60)
+        assert (run.returncode, run.stdout.strip(), run.stderr) == (0, "ok", "")
 
 
 # -- torch, where it is installed ----------------------------------------------------

@@ -14,11 +14,15 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ArigValueError
+from .._errors import ArigValueError, safe_repr
 from .._memory import Buffer, Image
 from ._items import Copy
 from ._launch import _LAYOUTS
 from ._lib import check, lib
+
+
+def _nothing() -> None:
+    """A wrapped array's memory is its owner's to free."""
 
 __all__ = ["Resources"]
 
@@ -30,6 +34,7 @@ class Resources:
     """Memory and images of a CUDA backend (a mixin: the backend holds the state)."""
 
     name: str
+    ordinal: int
     post: Any
     gpu: Any
     _live: dict[int, str]
@@ -53,7 +58,18 @@ class Resources:
         else:
             raise ArigValueError(f"kind must be 'device', 'pinned' or 'mapped', not {kind!r}")
         self._live[addr] = kind
-        return Buffer(self.name, kind, addr, nbytes, _Release(self.post, self._free, addr), host=host, cuda_device_memory=kind == "device")
+        dl = (2, self.ordinal) if kind == "device" else None  # DLPack's kDLCUDA; host-visible kinds are kDLCPU
+        return Buffer(self.name, kind, addr, nbytes, _Release(self.post, self._free, addr), host=host, cuda_device_memory=kind == "device", dl=dl)
+
+    def wrap(self, obj: Any) -> Buffer:
+        """Loop thread (no driver call): another library's GPU array as a buffer of this device."""
+        from .. import _dlpack  # noqa: PLC0415
+
+        f = _dlpack.foreign(obj)
+        if f.device_type != _dlpack.kDLCUDA or f.device_id not in (self.ordinal, -1):
+            where = f"GPU {f.device_id}" if f.device_type == _dlpack.kDLCUDA else f"DLPack device type {f.device_type}"
+            raise ArigValueError(f"cannot wrap {safe_repr(obj)}: its memory is on {where}, not in {self.name}'s device memory (GPU {self.ordinal})")
+        return Buffer(self.name, "foreign", f.address, f.nbytes, _nothing, cuda_device_memory=True, dl=(2, self.ordinal), keep=f.keep, readonly=f.readonly)
 
     def _free(self, addr: int) -> None:
         kind = self._live.pop(addr, None)

@@ -18,7 +18,7 @@ import pytest
 import arig
 import arig.cuda
 
-pytestmark = [pytest.mark.gpu, pytest.mark.asyncio]
+pytestmark = pytest.mark.gpu
 
 
 def _torch() -> Any:
@@ -28,6 +28,7 @@ def _torch() -> Any:
     return torch
 
 
+@pytest.mark.asyncio
 async def test_torch_matmul_on_an_adopted_stream() -> None:
     torch = _torch()
     rng = np.random.default_rng(1)
@@ -46,6 +47,7 @@ async def test_torch_matmul_on_an_adopted_stream() -> None:
         np.testing.assert_allclose(c.cpu().numpy(), a @ b, rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.asyncio
 async def test_64_tasks_each_await_their_own_torch_stream() -> None:
     torch = _torch()
     async with await arig.open(arig.cuda.gpu(0)) as dev:
@@ -66,6 +68,7 @@ async def test_64_tasks_each_await_their_own_torch_stream() -> None:
         assert dev.reached == dev.submitted == 64 * 20
 
 
+@pytest.mark.asyncio
 async def test_a_python_fill_on_an_adopted_stream_runs_torch_work() -> None:
     torch = _torch()
     async with await arig.open(arig.cuda.gpu(0)) as dev:
@@ -83,6 +86,7 @@ async def test_a_python_fill_on_an_adopted_stream_runs_torch_work() -> None:
         assert seen == [s.cuda_stream] and float(x[0].item()) == v
 
 
+@pytest.mark.asyncio
 async def test_wait_event_of_torch_and_cupy() -> None:
     torch = _torch()
     s = torch.cuda.Stream()
@@ -106,6 +110,7 @@ async def test_wait_event_of_torch_and_cupy() -> None:
         await dev.stop()
 
 
+@pytest.mark.asyncio
 async def test_cupy_stream_adopted_and_arig_queue_in_cupy() -> None:
     cupy = pytest.importorskip("cupy")
     async with await arig.open(arig.cuda.gpu(0)) as dev:
@@ -117,7 +122,9 @@ async def test_cupy_stream_adopted_and_arig_queue_in_cupy() -> None:
         assert cs.done
         np.testing.assert_array_equal(a.get(), np.arange(100000, dtype=np.float64) ** 2)
         # The other way: CuPy launches on arig's own queue, and arig orders after it.
-        ext = cupy.cuda.ExternalStream(dev.queues[0].__cuda_stream__()[1])
+        q0 = dev.queues[0]
+        from_external = getattr(cupy.cuda.Stream, "from_external", None)  # CuPy 14 reads __cuda_stream__ itself
+        ext = from_external(q0) if from_external is not None else cupy.cuda.ExternalStream(q0.__cuda_stream__()[1])
         with ext:
             b = cupy.arange(1000, dtype=cupy.float32) * 3
         await dev.wait(await dev.submit(None))
@@ -146,3 +153,43 @@ def test_the_device_wait_event_opened_stops_with_its_loop() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "stopped True None" in out.stdout
+
+
+@pytest.mark.asyncio
+async def test_dlpack_round_trips_with_torch_and_cupy() -> None:
+    torch = _torch()
+    cupy = pytest.importorskip("cupy")
+    data = np.random.default_rng(2).standard_normal(4096).astype(np.float32)
+    async with await arig.open(arig.cuda.gpu(0)) as dev:
+        buf = await dev.alloc(data.nbytes)
+        await dev.upload(buf, data)
+        t = torch.from_dlpack(buf).view(torch.float32)  # no copy: the same device memory
+        assert t.device.type == "cuda" and t.data_ptr() == buf.address
+        np.testing.assert_array_equal(t.cpu().numpy(), data)
+        c = cupy.from_dlpack(buf).view(cupy.float32)
+        assert c.data.ptr == buf.address
+        c *= 2  # CuPy writes through its view; arig reads it back
+        cupy.cuda.get_current_stream().synchronize()
+        out = np.empty_like(data)
+        await dev.download(buf, out)
+        np.testing.assert_array_equal(out, data * 2)
+
+
+@pytest.mark.asyncio
+async def test_wrap_torch_and_cupy_arrays() -> None:
+    torch = _torch()
+    cupy = pytest.importorskip("cupy")
+    data = np.arange(1 << 16, dtype=np.float32)
+    async with await arig.open(arig.cuda.gpu(0)) as dev:
+        t = torch.zeros(1 << 16, device="cuda")
+        torch.cuda.synchronize()
+        tb = dev.wrap(t)
+        assert (tb.address, tb.nbytes) == (t.data_ptr(), t.numel() * 4)
+        await dev.upload(tb, data)
+        np.testing.assert_array_equal(t.cpu().numpy(), data)
+        c = cupy.asarray(data) + 1
+        cupy.cuda.get_current_stream().synchronize()
+        cb = dev.wrap(c)
+        out = np.empty_like(data)
+        await dev.download(cb, out)
+        np.testing.assert_array_equal(out, data + 1)
