@@ -12,5 +12,5 @@ dl() {
 dl uvloop==0.23.0 pytest==8.4.2 pytest-asyncio==1.5.0 pluggy==1.7.0 iniconfig==2.3.1 packaging==26.4 \
    hypothesis==6.170.17 sortedcontainers==2.4.0 attrs==26.1.0 pytest-timeout==2.4.0
 # The example server and its load test (the `examples` extra): starlette, uvicorn, httpx and theirs.
-dl starlette uvicorn httpx httpcore h11 click certifi idna
+dl starlette uvicorn httpx httpcore h11 click certifi idna httptools
 ls .whl

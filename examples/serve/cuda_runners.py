@@ -22,7 +22,6 @@ awaited; a batch that failed keeps its slot (the GPU may still write into it).
 from __future__ import annotations
 
 import asyncio
-import inspect
 from typing import Any
 
 import numpy as np
@@ -127,11 +126,7 @@ class ArigCuda:
         self.model = TorchMLP(self.index, self.slots, self.max_batch)  # torch first: arig joins its primary context
         self.dev = await arig.open(arig.cuda.gpu(self.index), stop_timeout=10.0)
         try:
-            adopt = getattr(self.dev, "adopt", None)
-            if adopt is None:
-                raise RuntimeError(f"this arig ({arig.__version__}, {arig.__file__}) has no Device.adopt(stream): the arig CUDA server needs it")
-            q = adopt(self.model.stream)
-            self.queue = await q if inspect.isawaitable(q) else q
+            self.queue = self.dev.adopt(self.model.stream)
             await self.infer(np.zeros((1, IN), np.float32))  # warm-up: cuBLAS on this thread and stream, and the adopted queue
         except BaseException:
             await self.dev.stop()
@@ -144,7 +139,7 @@ class ArigCuda:
         model.enqueue(slot, x)
         v = await dev.submit(None, queue=self.queue)  # a marker after everything enqueued on the stream so far
         await dev.wait(v)
-        out = slot.y_np[: len(x)].copy()
+        out: np.ndarray = slot.y_np[: len(x)].copy()
         model.give(slot)
         return out
 
@@ -191,7 +186,7 @@ class BaselineCuda:
         except Exception as exc:  # a CUDA error here is sticky: the GPU is lost for this process
             self._lost = exc
             raise
-        out = slot.y_np[: len(x)].copy()
+        out: np.ndarray = slot.y_np[: len(x)].copy()
         model.give(slot)
         return out
 

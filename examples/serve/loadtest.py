@@ -23,6 +23,7 @@ import asyncio
 import json
 import multiprocessing as mp
 import os
+import queue
 import signal
 import socket
 import subprocess
@@ -96,6 +97,10 @@ class ServerProcess:
                 r = await http.get("/healthz", timeout=2.0)
             except httpx.TimeoutException:
                 continue  # still starting: the request waits in the backlog, and is asked again
+            except httpx.TransportError:
+                # The connection was reset: the server is exiting (reported above, once it has), or it was refused.
+                await asyncio.to_thread(_wait_quietly, self.proc, 2.0)
+                continue
             if r.status_code != 200:
                 raise RuntimeError(f"/healthz answered {r.status_code}: {r.text}")
             return dict(r.json())
@@ -122,6 +127,13 @@ class ServerProcess:
         return out
 
 
+def _wait_quietly(proc: subprocess.Popen[Any], timeout: float) -> None:
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 async def _measure(cfg: LoadConfig, url: str, work: client.Workload) -> dict[str, Any]:
     if cfg.clients == 1:
         return client.merge([await client.drive(url, work, cfg.requests, cfg.concurrency, cfg.max_seconds)])
@@ -133,8 +145,15 @@ async def _measure(cfg: LoadConfig, url: str, work: client.Workload) -> dict[str
              for i in range(cfg.clients)]
     for p in procs:
         p.start()
+    parts: list[dict[str, Any]] = []
+    deadline = time.monotonic() + cfg.max_seconds + 180
     try:
-        parts = [await asyncio.to_thread(results.get, True, cfg.max_seconds + 180) for _ in procs]
+        while len(parts) < len(procs):
+            try:
+                parts.append(await asyncio.to_thread(results.get, True, 1.0))
+            except queue.Empty:
+                if time.monotonic() > deadline or not any(p.is_alive() for p in procs):
+                    raise RuntimeError(f"{len(procs) - len(parts)} of {len(procs)} client processes gave no result") from None
     finally:
         for p in procs:
             await asyncio.to_thread(p.join, 10)
@@ -193,7 +212,7 @@ def run(cfg: LoadConfig) -> dict[str, Any]:
     finally:
         exit_info = srv.stop()
     if failure is not None:
-        raise RuntimeError(f"load test of the {serve.server} server failed: {failure}\nserver: {exit_info}") from failure
+        raise RuntimeError(f"load test of the {serve.server} server failed: {type(failure).__name__}: {failure}\nserver: {exit_info}") from failure
     r["server_exit"] = exit_info
     warm = r["warmup"] or {"mismatches": 0, "errors": 0}
     r["verified"] = (r["mismatches"] == 0 and r["errors"] == 0 and r["retry_after_missing"] == 0 and r["ok"] > 0
@@ -206,7 +225,10 @@ def run(cfg: LoadConfig) -> dict[str, Any]:
 
 def summary(r: dict[str, Any]) -> str:
     lat = r["latency_ms"]
-    fmt = lambda v: "-" if v is None else f"{v:.2f}"
+
+    def fmt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}"
+
     cpu = r["server_cpu_ms_per_request"]
     return (f"{r['server']:>8} on {r['device']}: {r['ok']}/{r['sent']} verified, {r['rejected']} x 503, {r['mismatches']} mismatches, {r['errors']} errors; "
             f"{r['requests_per_s']:.0f} req/s, p50 {fmt(lat['p50'])} p90 {fmt(lat['p90'])} p99 {fmt(lat['p99'])} ms, "

@@ -60,7 +60,8 @@ def reference(w: Weights, x: np.ndarray) -> np.ndarray:
     """The float64 answer the load test checks float32 answers against."""
     x64 = np.asarray(x, np.float64)
     h = np.maximum(x64 @ w.w1.astype(np.float64) + w.b1, 0.0)
-    return h @ w.w2.astype(np.float64) + w.b2
+    y: np.ndarray = h @ w.w2.astype(np.float64) + w.b2
+    return y
 
 
 def inputs(n: int, seed: int = 1) -> np.ndarray:

@@ -72,11 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fd", type=int, default=None, help="serve on this listening socket (inherited) instead of --host/--port")
     a = p.parse_args(argv)
     cfg = config_from_args(a)
-    try:
-        import uvicorn
-    except ImportError:
-        print("serve: needs starlette, uvicorn and httpx: python3 -m pip install -e '.[examples]'", file=sys.stderr)
-        return 1
+    import uvicorn
+
     try:
         precheck(cfg)
     except (RuntimeError, ValueError) as exc:
@@ -89,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.fd is not None:
         sockets = [socket.socket(fileno=a.fd)]  # family and type read from the descriptor
     else:
-        print(f"serve: {cfg.server} server on http://{a.host}:{a.port} (device {cfg.device})", file=sys.stderr, flush=True)
+        print(f"serve: {cfg.server} server on http://{a.host}:{a.port} (device {resolve_device(cfg.device)})", file=sys.stderr, flush=True)
     try:
         server.run(sockets=sockets)
     except KeyboardInterrupt:
