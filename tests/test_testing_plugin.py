@@ -27,11 +27,30 @@ asyncio_default_fixture_loop_scope = function
 """
 
 
+# anyio runs every backend it finds (trio too, where installed): these tests pin asyncio, but one.
+_CONFTEST = """
+import pytest
+
+@pytest.fixture(scope="module")
+def anyio_backend():
+    return "asyncio"
+"""
+
+
+def failures(result: pytest.RunResult, *pairs: tuple[str, str]) -> None:
+    """Each (test id, message start) failed with that message, in this order."""
+    lines: list[str] = []
+    for test, message in pairs:
+        lines += [f"*_ {test} _*", message + "*"]
+    result.stdout.fnmatch_lines(lines)
+
+
 def run(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
     pytester.makefile(".ini", pytest=_INI)
+    pytester.makeconftest(_CONFTEST)
     pytester.makepyfile(test_user=textwrap.dedent(source))
     plugin = [] if _ENTRY else ["-p", "arig.testing.plugin"]
-    return pytester.runpytest_inprocess(*plugin, "-p", "no:cacheprovider", "-rs", *args)
+    return pytester.runpytest_inprocess(*plugin, "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rfEs", *args)
 
 
 PASSING = """
@@ -88,7 +107,7 @@ def test_ini_option_and_missing_device(pytester: pytest.Pytester) -> None:
         """
     )
     plugin = [] if _ENTRY else ["-p", "arig.testing.plugin"]
-    result = pytester.runpytest_inprocess(*plugin, "-p", "no:cacheprovider", "-rs", "-v")
+    result = pytester.runpytest_inprocess(*plugin, "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rfEs", "-v")
     if _devices.cuda_count() > 7:
         result.assert_outcomes(passed=2)
     else:
@@ -144,14 +163,12 @@ LEAKS = """
 def test_leaks_fail_the_test(pytester: pytest.Pytester) -> None:
     result = run(pytester, LEAKS, "--arig-device", "host,fake")
     result.assert_outcomes(passed=4, failed=4, skipped=2)
-    result.stdout.fnmatch_lines(
-        [
-            "*FAILED test_user.py::test_buffer?host? - Failed: arig: 1 buffer(s) allocated on HOST during the test were not closed*",
-            "*FAILED test_user.py::test_buffer?fake? - Failed: arig: 1 buffer(s) allocated on CUDA*",
-            "*FAILED test_user.py::test_image?fake? - Failed: arig: 1 image(s) loaded on CUDA during the test were not unloaded*",
-            "*FAILED test_user.py::test_graph?fake? - Failed: arig: 1 graph(s) made on CUDA during the test are still referenced*",
-        ],
-        consecutive=False,
+    failures(
+        result,
+        ("test_buffer[[]host[]]", "arig: 1 buffer(s) allocated on HOST during the test were not closed: <arig.Buffer host 128 bytes*; call buf.close()"),
+        ("test_buffer[[]fake[]]", "arig: 1 buffer(s) allocated on CUDA during the test were not closed"),
+        ("test_image[[]fake[]]", "arig: 1 image(s) loaded on CUDA during the test were not unloaded"),
+        ("test_graph[[]fake[]]", "arig: 1 graph(s) made on CUDA during the test are still referenced"),
     )
 
 
@@ -200,13 +217,11 @@ LOSS = """
 def test_unheard_loss_fails_the_test(pytester: pytest.Pytester) -> None:
     result = run(pytester, LOSS, "--arig-device", "host,fake", "-p", "no:logging")
     result.assert_outcomes(passed=8, failed=3)
-    result.stdout.fnmatch_lines(
-        [
-            "*FAILED test_user.py::test_unheard?host? - Failed: arig: device HOST was lost and nothing heard of it: ValueError: the fill failed*",
-            "*FAILED test_user.py::test_unheard?fake? - Failed: arig: device CUDA was lost and nothing heard of it*",
-            "*FAILED test_user.py::test_unheard_anyio - Failed: arig: device HOST was lost*",
-        ],
-        consecutive=False,
+    failures(
+        result,
+        ("test_unheard[[]host[]]", "arig: device HOST was lost and nothing heard of it: ValueError: the fill failed. Await the work"),
+        ("test_unheard[[]fake[]]", "arig: device CUDA was lost and nothing heard of it: ValueError: the fill failed"),
+        ("test_unheard_anyio", "arig: device HOST was lost and nothing heard of it"),
     )
 
 
@@ -237,7 +252,7 @@ PENDING = """
 def test_pending_waiters_fail_the_test(pytester: pytest.Pytester) -> None:
     result = run(pytester, PENDING, "-o", "arig_settle_timeout=0.2")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines(["*FAILED test_user.py::test_orphan_waiter - Failed: arig: 1 task(s) still wait for values of device HOST*"])
+    failures(result, ("test_orphan_waiter", "arig: 1 task(s) still wait for values of device HOST at the end of the test"))
 
 
 def test_a_loss_while_stopping_fails_the_teardown(pytester: pytest.Pytester) -> None:
@@ -251,7 +266,7 @@ def test_a_loss_while_stopping_fails_the_teardown(pytester: pytest.Pytester) -> 
     """
     result = run(pytester, source, "-o", "arig_settle_timeout=0.05", "-o", "arig_stop_timeout=0.2", "-p", "no:logging")
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*ERROR test_user.py::test_stall_outlives_stop - Failed: arig: device HOST was lost*DeviceHang*"])
+    result.stdout.fnmatch_lines(["*_ ERROR at teardown of test_stall_outlives_stop _*", "arig: device HOST was lost and nothing heard of it: DeviceHang: stop: *"])
 
 
 def test_markers_skip_without_the_hardware(pytester: pytest.Pytester) -> None:
@@ -271,10 +286,12 @@ def test_markers_skip_without_the_hardware(pytester: pytest.Pytester) -> None:
             assert arig_gpu.name.startswith("CUDA")
     """
     result = run(pytester, source, "--strict-markers")
-    no_gpu, no_nv = _devices.cuda_count() == 0, not _devices.nv_indices()
-    result.assert_outcomes(passed=(not no_gpu) * 2 + (not no_nv), skipped=no_gpu * 2 + no_nv)
+    no_gpu, no_cuda, no_nv = not _devices.have_gpu(), _devices.cuda_count() == 0, not _devices.nv_indices()
+    result.assert_outcomes(passed=(not no_gpu) + (not no_cuda) + (not no_nv), skipped=no_gpu + no_cuda + no_nv)
     if no_gpu:
-        result.stdout.fnmatch_lines(["*SKIPPED*no NVIDIA GPU here*", "*SKIPPED*arig_gpu: no CUDA GPU here*--arig-device fake*"], consecutive=False)
+        result.stdout.fnmatch_lines(["*SKIPPED*no NVIDIA GPU here*"], consecutive=False)
+    if no_cuda:
+        result.stdout.fnmatch_lines(["*SKIPPED*arig_gpu: no CUDA GPU here (libcuda sees 0); --arig-device fake runs it over arig.testing.FakeCuda*"], consecutive=False)
     if no_nv:
         result.stdout.fnmatch_lines(["*SKIPPED*no NV device here*"], consecutive=False)
 
@@ -343,7 +360,7 @@ MODULE = """
 def test_module_scoped_device(pytester: pytest.Pytester) -> None:
     result = run(pytester, MODULE, "--arig-device", "host,fake")
     result.assert_outcomes(passed=5, failed=2)
-    result.stdout.fnmatch_lines(["*FAILED*test_leak_is_still_per_test?host? - Failed: arig: 1 buffer(s)*"], consecutive=False)
+    failures(result, ("test_leak_is_still_per_test[[]host[]]", "arig: 1 buffer(s) allocated on HOST"), ("test_leak_is_still_per_test[[]fake[]]", "arig: 1 buffer(s) allocated on CUDA"))
 
 
 def test_module_scoped_device_under_anyio(pytester: pytest.Pytester) -> None:
@@ -373,4 +390,4 @@ def test_module_scoped_device_needs_a_module_loop(pytester: pytest.Pytester) -> 
     """
     result = run(pytester, source, "--arig-device", "host")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*arig_device_module lives for the module*loop_scope='module'*"])
+    result.stdout.fnmatch_lines(["*arig_device_module lives for the module: its tests must run on one loop, @pytest.mark.asyncio(loop_scope='module'), not 'function'"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import threading
 from collections.abc import AsyncIterator
@@ -17,7 +18,7 @@ from typing import Any
 
 import arig
 
-__all__ = ["available", "cuda_count", "missing", "nv_indices", "opened", "parse"]
+__all__ = ["available", "cuda_count", "have_gpu", "missing", "nv_indices", "opened", "parse"]
 
 _SPEC = re.compile(r"^(host|fake|cuda:\d+|nv:\d+)$")
 _cache: dict[str, Any] = {}
@@ -57,6 +58,12 @@ def cuda_count() -> int:
                 _cache["cuda"] = 0
         n: int = _cache["cuda"]
         return n
+
+
+def have_gpu() -> bool:
+    """Is there an NVIDIA GPU, for the ``gpu`` marker: libcuda sees one, or NVIDIA's kernel
+    driver is loaded (as arig's own suite decides: its kernel-driver tests need no libcuda)."""
+    return cuda_count() > 0 or os.path.exists("/dev/nvidiactl")
 
 
 def nv_indices() -> list[int]:

@@ -47,8 +47,7 @@ async def lose(dev: Device, error: BaseException, *, queue: Any = 0) -> DeviceLo
     """Lose ``dev`` with ``error`` as its cause, after the work already submitted to ``queue``.
 
     Returns once the device is lost, with the ``DeviceLost`` that its waiters
-    (this call among them) raise; ``dev.lost`` is ``error`` then.  Work
-    submitted before it still completes or fails as it would have.
+    (this call among them) raise; ``dev.lost`` is ``error`` then.
     """
     _check_error(error)
     try:
@@ -177,7 +176,7 @@ class ArmedFault:
         outer = own.get("submit")  # a later fault wraps this one: unlink it from the chain
         while isinstance(owner := getattr(outer, "__self__", None), ArmedFault):
             if owner._inner == self._submit:
-                owner._inner = self._inner
+                owner._inner, owner._had_own = self._inner, self._had_own
                 return
             outer = owner._inner
 

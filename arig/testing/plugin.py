@@ -54,8 +54,8 @@ __all__ = ["DEVICE_FIXTURES"]
 DEVICE_FIXTURES = ("arig_device", "arig_host", "arig_gpu", "arig_device_module")
 _CHECKS = ("loss", "pending", "leaks")
 _LOOP_SCOPES = ("function", "class", "module", "package", "session")
-_SPECS = pytest.StashKey[dict[str, str]]()
 _CALL_FAILED = pytest.StashKey[bool]()
+_MODULE_LOOP = pytest.StashKey[str]()  # the loop scope of a module's tests that use arig_device_module
 
 
 # -- options, markers, parametrization ------------------------------------------------------------
@@ -88,7 +88,7 @@ def _seconds(config: pytest.Config, name: str) -> float:
 
 def pytest_configure(config: pytest.Config) -> None:
     for line in (
-        "gpu: needs an NVIDIA GPU that libcuda opens (skipped where there is none)",
+        "gpu: needs an NVIDIA GPU (skipped where libcuda sees none and no NVIDIA driver is loaded)",
         "nv: needs an NV device, arig.nvrm.gpu(i) (skipped where none opens)",
         "arig_allow(*checks): let this test leave arig devices as the named checks would refuse: 'loss', 'pending', 'leaks'",
     ):
@@ -116,8 +116,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if not arig._env.GPU_REQUIRED:
-            if item.get_closest_marker("gpu") is not None and _devices.cuda_count() == 0:
-                item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU here (libcuda sees none)"))
+            if item.get_closest_marker("gpu") is not None and not _devices.have_gpu():
+                item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU here (libcuda sees none, and no NVIDIA driver is loaded)"))
             if item.get_closest_marker("nv") is not None and not _devices.nv_indices():
                 item.add_marker(pytest.mark.skip(reason="no NV device here (arig.nvrm.gpu(i) opens none)"))
 
@@ -250,34 +250,47 @@ for _role in _ROLES:
             globals()[_inner_name(_role, "asyncio", _scope)] = _inner_fixture(_role, "asyncio", _scope)
 
 
+def _loop_scope(item: pytest.Item) -> str | None:
+    """The scope of the loop pytest-asyncio runs ``item`` on; None if it does not run it."""
+    marker = item.get_closest_marker("asyncio")
+    if marker is None and (pytest_asyncio is None or item.config.getini("asyncio_mode") != "auto"):
+        return None
+    scope = (marker.kwargs.get("loop_scope") or marker.kwargs.get("scope")) if marker is not None else None
+    if scope is None:
+        try:
+            scope = item.config.getini("asyncio_default_test_loop_scope")
+        except ValueError:  # a pytest-asyncio before 0.24
+            scope = None
+    return str(scope or "function")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A module's device serves one loop: its tests must share the module's loop (or a wider one)."""
+    if "arig_device_module" not in getattr(item, "fixturenames", ()) or "anyio_backend" in getattr(item, "fixturenames", ()):
+        return
+    scope = _loop_scope(item)
+    if scope in _LOOP_SCOPES[:2]:
+        pytest.fail(f"arig_device_module lives for the module: its tests must run on one loop, @pytest.mark.asyncio(loop_scope='module'), not {scope!r}", pytrace=False)
+    module = item.getparent(pytest.Module)
+    if scope is not None and module is not None:
+        module.stash[_MODULE_LOOP] = scope
+
+
 def _pick(request: pytest.FixtureRequest, role: str) -> str:
     """The inner fixture for this test: anyio's, or pytest-asyncio's on the test's loop scope."""
     fixture = f"arig_{role}"
     if "anyio_backend" in request.fixturenames:
-        backend = request.getfixturevalue("anyio_backend_name")
+        backend = request.getfixturevalue("anyio_backend")  # a name, or (name, options)
+        backend = backend[0] if isinstance(backend, tuple) else backend
         if backend != "asyncio":
             pytest.skip(f"{fixture}: arig devices run on asyncio, not on anyio's {backend} backend")
         return _inner_name(role, "anyio", None)
-    if pytest_asyncio is None:
-        pytest.fail(f"{fixture} is async: mark the test @pytest.mark.anyio (or install pytest-asyncio)", pytrace=False)
     node = request.node
-    marker = node.get_closest_marker("asyncio")
-    if marker is None and request.config.getini("asyncio_mode") != "auto":
-        if role == "device_module":
-            marker = pytest.mark.asyncio(loop_scope="module").mark  # the module's tests say it; the module may not
-        else:
-            pytest.fail(f"{fixture} is async: mark the test @pytest.mark.asyncio or @pytest.mark.anyio", pytrace=False)
-    loop_scope = (marker.kwargs.get("loop_scope") or marker.kwargs.get("scope")) if marker is not None else None
-    if loop_scope is None:
-        try:
-            loop_scope = request.config.getini("asyncio_default_test_loop_scope") or "function"
-        except ValueError:  # a pytest-asyncio before 0.24
-            loop_scope = "function"
-        if role == "device_module" and loop_scope in _LOOP_SCOPES[:2]:
-            loop_scope = "module"
-    if role == "device_module" and loop_scope in _LOOP_SCOPES[:2]:
-        pytest.fail("arig_device_module lives for the module: its tests must run on one loop, @pytest.mark.asyncio(loop_scope='module')", pytrace=False)
-    return _inner_name(role, "asyncio", str(loop_scope))
+    scope = node.stash.get(_MODULE_LOOP, None) if role == "device_module" else _loop_scope(node) if isinstance(node, pytest.Item) else None
+    if scope is None or pytest_asyncio is None:
+        pytest.fail(f"{fixture} is async: mark the test @pytest.mark.asyncio or @pytest.mark.anyio", pytrace=False)
+    return _inner_name(role, "asyncio", scope)
 
 
 def _device_for(request: pytest.FixtureRequest, role: str) -> arig.Device:
