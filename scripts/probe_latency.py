@@ -68,4 +68,5 @@ def main() -> None:
     asyncio.run(probe(a.spin_us, a.sched))
 
 
-main()
+if __name__ == "__main__":
+    main()
