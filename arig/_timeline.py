@@ -53,6 +53,7 @@ class Timeline:
         self._hist_t: list[float] = []
         self.cause: BaseException | None = None
         self.lost: DeviceLost | None = None
+        self.told = 0  # waiters and later calls the loss was raised to (did anyone hear of it?)
         self._on_fail: list[Any] = []
 
     # -- loop thread -------------------------------------------------------
@@ -87,6 +88,7 @@ class Timeline:
         if v <= self.reached:
             return
         if self.cause is not None:
+            self.told += 1
             raise DeviceLost(self._name, self.cause)  # a new one: see Device._check_usable
         # One future per waiter: cancelling a waiter cancels its own future
         # only, and no shield doubles the cost of the await.
@@ -124,6 +126,7 @@ class Timeline:
                 waiting += 1
                 fut.set_exception(DeviceLost(self._name, cause))
                 fut.exception()  # retrieved: no "never retrieved" log if every waiter was cancelled
+        self.told += waiting
         for cb in self._on_fail:
             cb()
         _log.lost(self._name, cause, waiting, level)

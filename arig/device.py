@@ -293,8 +293,14 @@ class Device:
         """The ``time.perf_counter()`` at which the device reported ``v`` reached (None if not, or forgotten)."""
         return self._tl.reached_at(_check_index(v, "v"))
 
+    @property
+    def loss_delivered(self) -> bool:
+        """Did the loss reach anyone: a waiter it failed, or a later call that raised ``DeviceLost``?"""
+        return self._tl.told > 0
+
     def _check_usable(self) -> None:
         if self._tl.cause is not None:
+            self._tl.told += 1
             # A new exception each time: re-raising one instance would grow its
             # traceback, and keep every frame it passed through, on every call.
             raise DeviceLost(self.name, self._tl.cause)

@@ -63,8 +63,13 @@ async def probe() -> None:
         async def arig_mark() -> None:
             await dev.wait(await dev.submit(None))
 
+        async def torch_then_own_queue() -> None:  # the same loop work as the adopted marker, no join
+            with torch.cuda.stream(s):
+                x.add_(1.0)
+            await dev.wait(await dev.submit(None))
+
         for name, op in (("arig empty kernel", arig_empty), ("arig submit(None)", arig_mark), ("torch add_ + synchronize", launch_only),
-                         ("adopted marker", adopt), ("wait_event", event), ("torch busy poll", poll)):
+                         ("torch add_ + own queue", torch_then_own_queue), ("adopted marker", adopt), ("wait_event", event), ("torch busy poll", poll)):
             for _ in range(50):
                 await op()
             s0 = b.completion.stats()

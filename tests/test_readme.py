@@ -27,6 +27,15 @@ def test_the_readme_has_its_examples_and_its_two_commands() -> None:
 @pytest.mark.parametrize("i", range(len(BLOCKS)))
 def test_example_runs_as_printed(i: int) -> None:
     code = BLOCKS[i]
+    first, _, rest = code.partition("\n")
+    if first.startswith("# excerpt of "):
+        # An excerpt of a file CI runs: every line is that file's, in the file's order.
+        source = (README.parent / first.removeprefix("# excerpt of ").strip()).read_text().splitlines()
+        at = 0
+        for line in rest.splitlines():
+            if line.strip():
+                at = source.index(line, at) + 1 if line in source[at:] else pytest.fail(f"not in {first[13:]} (in order): {line!r}")
+        return
     if "arig.cuda.gpu(" in code and arig.cuda.count() == 0:
         pytest.skip("a GPU example: no NVIDIA GPU here")
     done = subprocess.run([sys.executable, "-c", code], cwd=README.parent, capture_output=True, text=True, timeout=120)

@@ -206,7 +206,8 @@ def _track_graphs(dev: Device, t: Tracker) -> None:
 
     class _TrackedAbi(CudaAbi):
         def graph(self, kernels: Any) -> Any:
-            g = super().graph(kernels)  # graph_async calls this one too, on a worker thread
+            with t.hearing():
+                g = super().graph(kernels)  # graph_async calls this one too, on a worker thread
             t.add_graph(g)
             return g
 

@@ -8,7 +8,7 @@ Fixtures, each an open ``arig.Device`` stopped after the test:
   (also the ini option ``arig_device``); ``fake`` is GPU 0 of a fresh
   ``arig.testing.FakeCuda``, the real CUDA backend over a fake libcuda.
 * ``arig_host``: the host device.  ``arig_gpu``: the first CUDA GPU of the
-  selection (``fake`` counts); skipped, saying why, where there is none.
+  selection (``fake`` counts), else GPU 0; skipped, saying why, where there is none.
 * ``arig_device_module``: as ``arig_device``, one device per module and
   device (under pytest-asyncio, mark the module's tests
   ``@pytest.mark.asyncio(loop_scope="module")``: a device serves one loop).
@@ -25,7 +25,8 @@ images or graphs made on it during the test are still open
 (``arig.testing._tracking`` says how this is known).  Opt out per test with
 ``@pytest.mark.arig_allow("loss", "pending", "leaks")``.  Markers ``gpu``
 and ``nv`` skip a test without a CUDA GPU or an NV device
-(``ARIG_GPU_REQUIRED=1`` makes them run, and fail, anyway).
+(``ARIG_GPU_REQUIRED=1`` makes them run, and fail, anyway).  Tests made by
+hypothesis's ``@given`` get the fixtures but not the checks.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def _allowed(item: pytest.Item) -> set[str]:
     for mark in item.iter_markers("arig_allow"):
         bad = [a for a in mark.args if a not in _CHECKS]
         if bad:
-            raise pytest.UsageError(f"{item.nodeid}: arig_allow takes {', '.join(map(repr, _CHECKS))}, not {', '.join(map(repr, bad))}")
+            pytest.fail(f"{item.nodeid}: arig_allow takes {', '.join(map(repr, _CHECKS))}, not {', '.join(map(repr, bad))}", pytrace=False)
         allowed.update(mark.args or _CHECKS)
     return allowed
 
@@ -327,8 +328,7 @@ def _arig_spec_host() -> str:
 
 @pytest.fixture
 def _arig_spec_gpu(request: pytest.FixtureRequest) -> str:
-    specs = _selected(request.config)
-    for spec in specs:
+    for spec in [*_selected(request.config), "cuda:0"]:  # the selection's first, else GPU 0 where there is one
         if spec == "fake" or (spec.startswith("cuda:") and _devices.missing(spec) is None):
             return spec
     reason = f"arig_gpu: no CUDA GPU here (libcuda sees {_devices.cuda_count()}); --arig-device fake runs it over arig.testing.FakeCuda"
@@ -354,5 +354,5 @@ def _public(role: str, scope: Any, doc: str) -> Callable[..., arig.Device]:
 
 arig_device = _public("device", "function", "An open device, per test; the test runs once per device of the selection (--arig-device).")
 arig_host = _public("host", "function", "The host device, open for the test.")
-arig_gpu = _public("gpu", "function", "A CUDA GPU (the first of the selection; fake counts), open for the test; skips where there is none.")
+arig_gpu = _public("gpu", "function", "A CUDA GPU (the first of the selection, fake counts; else GPU 0), open for the test; skips where there is none.")
 arig_device_module = _public("device_module", "module", "As arig_device, one device per module and device.")
