@@ -100,8 +100,8 @@ run tests_pure 150 "$BENCH_MIN" env ARIG_PURE=1 python3 -m pytest tests/gpu/test
 
 step "the example server under load on cuda:0 against the run_in_executor baseline (examples/serve/bench.py)"
 run serve_bench 170 $(( BENCH_MIN + 10 )) python3 -m examples.serve.bench --device cuda:0 --levels 64,256 --requests 6000 --clients 4 --max-seconds 12 --out "$OUT/serve"
-step "the pytest plugin's example test file on this GPU machine"
-run plugin_example 60 $(( BENCH_MIN + 10 )) python3 -m pytest -q -p arig.testing.plugin examples/test_with_arig.py -rfEs -p no:cacheprovider
+step "the pytest plugin: its example file, its tests and fault injection on this GPU"
+run plugin_example 90 $(( BENCH_MIN + 10 )) python3 -m pytest -q -p arig.testing.plugin examples/test_with_arig.py tests/test_testing_faults.py tests/test_testing_plugin.py -rfEs -p no:cacheprovider
 step "the native core's counters and CPU per thread (scripts/probe_latency.py)"
 run probe 60 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py
 
