@@ -56,6 +56,7 @@
 #define MIN_SLEEP_NS 15000ull
 #define PREWAKE_MARGIN_NS 20000ull /* pre-wake the loop this much earlier than it takes to wake */
 #define WAKE_EST_MAX_NS 500000.0
+#define IDLE_MAX_NS 150000.0 /* the idle spin grows to cover the loop's usual gap up to this, never more */
 
 typedef int CUresult;
 typedef struct arig_cuda {
@@ -134,6 +135,7 @@ typedef struct core {
     item_t *ring;
     int efd, nlanes, memops, prewake, started;
     int64_t spin_ns, idle_ns, lead_ns;
+    double idle_win; /* this idle spin's length: idle_ns, or longer where the next push usually comes a bit later */
     _Atomic uint64_t t_armed; /* when the loop last re-armed (its own clock read) */
     uint64_t t_prewake;       /* when the last pre-wake wrote the eventfd (0: none pending) */
     double wake_est;          /* how long the loop takes to wake up, learned from pre-wakes */
@@ -556,11 +558,23 @@ static void *run(void *arg) {
         if (!busy(c)) {
             atomic_store_explicit(&c->due, 0, memory_order_relaxed);
             last_progress = now;
-            uint64_t end = now + (uint64_t)c->idle_ns;
+            /* The loop usually submits again a little after a completion (its task resumes, does its
+             * own work, submits): spin that long, so that the push needs no futex wake (a syscall on
+             * the loop's side, a wake-up of ~12 us on this one).  Gaps longer than IDLE_MAX_NS sleep. */
+            uint64_t end = now + (uint64_t)c->idle_win;
             while (now_ns() < end && atomic_load_explicit(&c->head, memory_order_acquire) == t && !atomic_load(&c->stop))
                 cpu_relax();
-            if (atomic_load(&c->head) == t)
+            if (atomic_load(&c->head) == t) {
                 sleep_until_push(c, t, 0);
+                double gap = (double)(now_ns() - now);
+                if (c->idle_ns && gap < IDLE_MAX_NS / 1.25 && atomic_load(&c->head) != t)
+                    c->idle_win = gap * 1.25 > c->idle_win ? gap * 1.25 : c->idle_win; /* just missed: cover it next time */
+                else
+                    c->idle_win = (double)c->idle_ns; /* a real pause: back to the short spin */
+            } else if (c->idle_win > (double)c->idle_ns) {
+                double want = (double)(now_ns() - now) * 1.25;
+                c->idle_win = 0.9 * c->idle_win + 0.1 * (want > (double)c->idle_ns ? want : (double)c->idle_ns);
+            }
             continue;
         }
         publish_due(c);
@@ -705,6 +719,7 @@ core_t *arig_core_create(const arig_cuda *cu, void *ctx, int nlanes, void **stre
     c->efd = efd;
     c->spin_ns = spin_ns;
     c->idle_ns = idle_ns;
+    c->idle_win = (double)idle_ns;
     c->lead_ns = lead_ns;
     c->prewake = prewake;
     c->wake_est = 50000.0;
