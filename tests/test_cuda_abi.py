@@ -102,7 +102,7 @@ class FakeLib:
 
     def run_host_funcs(self) -> None:
         for fn, arg in self.host_funcs:
-            assert fn == capture._SEM_POST
+            assert fn == capture.SEM_POST
             _libc.sem_post(arg)
         self.host_funcs.clear()
 
@@ -963,7 +963,7 @@ def test_launch_is_one_graph_launch_and_a_completion_host_function(fake: FakeLib
     capture.launch(e, 0x77)
     assert fake.called("cuGraphLaunch") == [(e.handle, 0x77)]
     ((s, fn, _),) = fake.called("cuLaunchHostFunc")
-    assert s == 0x77 and fn == capture._SEM_POST, "libc's sem_post: no Python, no lock, no CUDA call"
+    assert s == 0x77 and fn == capture.SEM_POST, "libc's sem_post: no Python, no lock, no CUDA call"
     assert fake.names().index("cuGraphLaunch") < fake.names().index("cuLaunchHostFunc")
     assert e.pending == 1
     fake.run_host_funcs()

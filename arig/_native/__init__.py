@@ -129,10 +129,8 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_start": (c_int, (P,)),
         "arig_core_push": (c_int, (P, c_uint32, c_uint64, c_uint64, c_uint64, c_uint64)),
         "arig_core_addr": (P, (P, c_int, c_int)),
-        "arig_core_pending": (c_uint64, (P,)),
         "arig_core_want_space": (None, (P,)),
         "arig_core_arm": (None, (P,)),
-        "arig_core_reached": (c_uint64, (P, c_int, POINTER(c_uint64))),
         "arig_core_fault": (c_int32, (P, POINTER(c_uint32), POINTER(c_uint64))),
         "arig_core_due": (c_uint64, (P,)),
         "arig_core_loop_spin": (c_int, (P, P, c_int64)),
@@ -142,7 +140,6 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_abort": (None, (P,)),
         "arig_core_destroy": (None, (P,)),
         "arig_core_stats": (None, (P, P, c_int)),
-        "arig_spin_word": (c_uint64, (P, c_uint64, c_int64)),
     }
     for lib in (fast, slow):
         for name, (res, args) in protos.items():

@@ -3,8 +3,8 @@
  * Plain C ABI, no Python.h: arig loads it with ctypes.  One core per device.
  *
  * Who calls what:
- *   - the event-loop thread: arig_core_push, arig_core_arm, arig_core_reached,
- *     arig_core_pending, arig_core_fault, arig_core_due, arig_core_loop_spin
+ *   - the event-loop thread: arig_core_push, arig_core_arm, arig_core_want_space,
+ *     arig_core_addr, arig_core_fault, arig_core_due, arig_core_loop_spin
  *     (all non-blocking but the last, which spins for a bounded time);
  *   - the Python submit thread (Python fills, open and close):
  *     arig_core_create, arig_core_start, arig_core_py_begin (blocks),
@@ -770,11 +770,6 @@ void *arig_core_addr(core_t *c, int which, int lane) {
     }
 }
 
-/* Loop thread: items pushed but not yet taken. */
-uint64_t arig_core_pending(core_t *c) {
-    return atomic_load_explicit(&c->head, memory_order_relaxed) - atomic_load_explicit(&c->tail, memory_order_acquire);
-}
-
 /* Loop thread: ask for a wake-up once the native thread takes items (then re-check). */
 void arig_core_want_space(core_t *c) {
     atomic_store(&c->space_wanted, 1);
@@ -786,14 +781,6 @@ void arig_core_arm(core_t *c) {
     atomic_store_explicit(&c->t_armed, now_ns(), memory_order_relaxed);
     atomic_exchange(&c->armed, 1);
     atomic_thread_fence(memory_order_seq_cst);
-}
-
-/* Any thread: lane i's completed value and when it was seen (ns, CLOCK_MONOTONIC). */
-uint64_t arig_core_reached(core_t *c, int lane, uint64_t *t_ns) {
-    lane_t *l = &c->lanes[lane];
-    if (t_ns)
-        *t_ns = atomic_load(&l->t_ns);
-    return lane_done(l);
 }
 
 int32_t arig_core_fault(core_t *c, uint32_t *lane, uint64_t *v) {
@@ -882,13 +869,3 @@ void arig_core_stats(core_t *c, uint64_t *out, int n) {
         out[i] = atomic_load(&c->stats[i]);
 }
 
-/* A short bounded spin on one word (tests and the pure path's helpers): the value once > last, or after ns. */
-uint64_t arig_spin_word(volatile uint64_t *word, uint64_t last, int64_t ns) {
-    uint64_t end = now_ns() + (uint64_t)ns;
-    for (;;) {
-        uint64_t v = *word;
-        if (v > last || now_ns() > end)
-            return v;
-        cpu_relax();
-    }
-}

@@ -36,12 +36,13 @@ import os
 import threading
 import time
 from collections import deque
-from ctypes import byref, c_int, c_uint, c_void_p
+from ctypes import byref, c_int
 from typing import Any
 
 import numpy as np
 
 from .. import _native
+from .._libc import SEM_POST, Timespec, name_thread, new_semaphore, sem_destroy, sem_post, sem_timedwait
 from .._loop import selector_of
 from ..device import deferred_result
 from .._errors import ArigTypeError, safe_repr
@@ -51,30 +52,11 @@ __all__ = ["NativeCompletion", "PureCompletion", "FAULT_POLL"]
 
 #: Seconds without progress, while work is outstanding, before the driver is asked for a fault.
 FAULT_POLL = 0.02
-#: How long the native thread waits, spinning, for the next submission once nothing is in flight:
-#: a task that awaited a completion usually submits again within this, and then needs no wake-up.
+#: How long the native thread waits, spinning, for the next submission once nothing is in flight, at
+#: least: a task that awaited a completion usually submits again within this, and then needs no
+#: wake-up.  The core lengthens it (to 150 us at most) where the next submission usually comes later.
 IDLE_SPIN_NS = 50_000
 CUDA_ERROR_NOT_READY = 600
-PR_SET_NAME = 15
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-_libc.sem_init.argtypes = (c_void_p, c_int, c_uint)
-_libc.sem_post.argtypes = (c_void_p,)
-_libc.sem_timedwait.argtypes = (c_void_p, ctypes.POINTER(_Timespec))
-_libc.sem_destroy.argtypes = (c_void_p,)
-_SEM_POST = ctypes.cast(_libc.sem_post, c_void_p).value
-_SEM_T = 64  # bytes; sem_t is 32 on x86-64 glibc, with room to spare
-
-
-def name_thread(name: str) -> None:
-    """The OS thread's name (``top -H``, /proc/self/task/*/comm), 15 bytes at most."""
-    _libc.prctl(PR_SET_NAME, name.encode()[:15], 0, 0, 0)
 
 
 def _fill_result(rc: Any, v: int) -> None:
@@ -347,9 +329,7 @@ class _PureLane:
     def __init__(self, owner: Any, qi: int, stream: int, word: int, word_dev: int, memops: bool) -> None:
         self.owner, self.qi, self.stream, self.word_dev, self.memops = owner, qi, stream, word_dev, memops
         self.word = ctypes.c_uint64.from_address(word)
-        self.sem = ctypes.create_string_buffer(_SEM_T)
-        if _libc.sem_init(self.sem, 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), "sem_init")
+        self.sem = new_semaphore()
         self.signalled = 0  # submit thread: last value signalled
         self.seen = 0  # waiter: last value reported
         self.values: deque[int] = deque()  # without memops: values in host-function order
@@ -366,7 +346,7 @@ class _PureLane:
     def signal(self, v: int) -> None:
         if not self.memops:
             self.values.append(v)  # before the host function exists: its post finds it
-        rc = lib.cuLaunchHostFunc(self.stream, _SEM_POST, ctypes.addressof(self.sem))
+        rc = lib.cuLaunchHostFunc(self.stream, SEM_POST, ctypes.addressof(self.sem))
         if rc:
             if not self.memops:
                 self.values.pop()
@@ -385,7 +365,7 @@ class _PureLane:
         if lib.has("cuThreadExchangeStreamCaptureMode"):
             lib.cuThreadExchangeStreamCaptureMode(byref(mode))
         sem = ctypes.addressof(self.sem)
-        ts = _Timespec()
+        ts = Timespec()
         tl = self.owner.timeline
         while True:
             # Always the short period: the submit thread never posts the semaphore itself (a
@@ -393,7 +373,7 @@ class _PureLane:
             deadline = time.time() + FAULT_POLL
             ts.tv_sec = int(deadline)
             ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
-            posted = _libc.sem_timedwait(sem, byref(ts)) == 0
+            posted = sem_timedwait(sem, byref(ts)) == 0
             if self.closing:
                 return
             v = 0
@@ -412,7 +392,7 @@ class _PureLane:
 
     def stop(self) -> None:
         self.closing = True
-        _libc.sem_post(self.sem)
+        sem_post(self.sem)
         if self.thread is not None:
             self.thread.join(timeout=2.0)
 
@@ -466,7 +446,7 @@ class PureCompletion:
             _ORPHANS.append(self._lanes)  # a host function may still post their semaphores
         else:
             for lane in self._lanes:
-                _libc.sem_destroy(lane.sem)
+                sem_destroy(lane.sem)
         self._lanes = []
 
 

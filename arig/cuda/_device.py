@@ -24,7 +24,8 @@ from .. import _env, _log, _native
 from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
 from ..device import Backend
 from . import _abi
-from ._completion import NativeCompletion, PureCompletion, _fill_result, name_thread
+from ._completion import NativeCompletion, PureCompletion, _fill_result
+from .._libc import name_thread
 from ._items import Copy, _CFill, _c_arg, _graph_fill, _launch_fill
 from ._resources import Resources
 from ._gpu import gpu_state

@@ -91,10 +91,11 @@ import os
 import threading
 import weakref
 from collections.abc import Iterator
-from ctypes import byref, c_int, c_uint, c_void_p
+from ctypes import byref, c_int, c_void_p
 from typing import Any
 
 from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceStopped
+from .._libc import SEM_POST, new_semaphore, sem_trywait
 from ..queue import Queue
 from ._gpu import GpuState, at_fork_in_child, gpu_state, states
 from ._lib import CudaError, check, lib
@@ -145,13 +146,7 @@ class OnEventLoop(ArigError, RuntimeError):
 
 
 # -- libc semaphores for launch completion -------------------------------------------
-_libc = ctypes.CDLL(None, use_errno=True)
-_sem_init = _libc.sem_init
-_sem_init.argtypes = (c_void_p, c_int, c_uint)
-_sem_trywait = _libc.sem_trywait
-_sem_trywait.argtypes = (c_void_p,)
-_SEM_POST = ctypes.cast(_libc.sem_post, c_void_p).value
-_SEM_T = 64  # bytes; sem_t is 32 on x86-64 glibc
+# (arig._libc: SEM_POST, new_semaphore, sem_trywait)
 
 # -- process-wide state ---------------------------------------------------------------
 _lock = threading.Lock()  # registry updates only: never held across a CUDA call
@@ -351,7 +346,7 @@ def _reap() -> None:
     with _lock:
         for stream in list(_pending):
             q = _pending[stream]
-            while q and _sem_trywait(q[0][0]) == 0:
+            while q and sem_trywait(q[0][0]) == 0:
                 sem, ex = q.popleft()
                 _free_sems.append(sem)
                 _release_launch(ex)
@@ -366,10 +361,7 @@ def _new_sem() -> Any:
         return _free_sems.pop()
     except IndexError:
         pass
-    sem = ctypes.create_string_buffer(_SEM_T)
-    if _sem_init(sem, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "sem_init")
-    return sem
+    return new_semaphore()
 
 
 def _housekeeping() -> None:
@@ -552,7 +544,7 @@ def launch(exec_: Exec, stream: Any, *, retain: bool = True, context: Any = None
                 into.append(exec_)  # a capture begun here: the template will keep it
             elif retain:
                 sem = _new_sem()
-                rc = lib.cuLaunchHostFunc(s, _SEM_POST, ctypes.addressof(sem))
+                rc = lib.cuLaunchHostFunc(s, SEM_POST, ctypes.addressof(sem))
                 if rc:
                     _immortal.append(exec_)  # launched, but its end cannot be seen: never released
                     raise CudaError.of(rc, "cuLaunchHostFunc (after cuGraphLaunch)")
