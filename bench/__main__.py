@@ -41,6 +41,7 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "submit": ("bench.submit", True),
     "replay": ("bench.replay", True),
     "interop": ("bench.interop", True),
+    "nv": ("bench.nv", True),
 }
 
 ROOT = Path(__file__).resolve().parent.parent

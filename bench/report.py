@@ -215,6 +215,19 @@ def table(results: dict[str, Any]) -> str:
         lines += _md(f"9. Awaiting a PyTorch stream ({io.get('work', '')})",
                      ["method", "1 task p50 µs", "p99", "CPU µs/wait", "64 tasks /s", "p99 µs", "CPU µs/completion", "/s ×arig_adopt"], rows)
 
+    nvb = b.get("nv")
+    if isinstance(nvb, dict) and nvb.get("devices"):
+        rows = []
+        for kind, r in nvb["devices"].items():
+            if "empty" in r:
+                m = r.get("tasks_64", {})
+                rows.append([r.get("device", kind), _g(r, "empty", "latency_us", "median"), _g(r, "empty", "cpu_us_per_wait"), _g(r, "spin_1ms", "over_kernel_us"),
+                             _g(r, "spin_1ms", "cpu_us_per_wait"), m.get("completions_per_s"), m.get("cpu_us_per_completion"), _g(r, "submit_cpu_us", "median")])
+            else:
+                rows.append([kind, "error: " + str(r.get("error", ""))[:60], "", "", "", "", "", ""])
+        lines += _md("10. The NV device (kernel driver, no libcuda) beside the CUDA device (same cubin)",
+                     ["device", "empty p50 µs", "CPU/wait µs", "1 ms: p50 − kernel µs", "1 ms: CPU/wait µs", "64 tasks /s", "CPU/completion µs", "submit CPU µs"], rows)
+
     problems = []
     for name, r in b.items():
         problems += [f"- {name}{p}" for p in _problems(r, "")]
