@@ -186,7 +186,7 @@ def test_opener_names_and_misuse() -> None:
 def test_opener_make_refuses_honestly(machine: Path) -> None:
     with pytest.raises(OpenError, match="no GPU 2: this machine has 1"):
         nvrm.gpu(2).make()
-    with pytest.raises(OpenError, match="cannot run work yet"):
+    with pytest.raises(OpenError, match="nvidiactl"):  # the fake machine has a PCI tree, but no driver to open
         nvrm.gpu(0).make()
 
 

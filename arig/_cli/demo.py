@@ -95,9 +95,26 @@ def _host_saxpy(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buffer, 
     return saxpy
 
 
+async def _nv_saxpy(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buffer, int], Awaitable[int]]:
+    """The shipped cubin's saxpy as a prepared arig.nvrm.Launch (the kernel-driver path)."""
+    from pathlib import Path
+    import struct
+
+    image = await dev.load((Path(__file__).resolve().parent.parent / "kernels" / "kernels.cubin").read_bytes())
+    func = image.function("saxpy")
+
+    async def saxpy(a: float, bx: arig.Buffer, by: arig.Buffer, n: int) -> int:
+        launch = arig.nvrm.Launch(func, (n + 255) // 256, 256, struct.pack("<f4xQQi", a, bx.address, by.address, n))
+        return await dev.submit(launch, keep=(image, bx, by))
+
+    return saxpy
+
+
 async def _saxpy_for(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buffer, int], Awaitable[int]]:
     if dev.arch == "host":
         return _host_saxpy(dev)
+    if dev.name.split(":")[0] == "NV":
+        return await _nv_saxpy(dev)
     from ..cuda._demo import cuda_saxpy
 
     return await cuda_saxpy(dev)
@@ -115,7 +132,8 @@ async def run_demo(opener: Any, tasks: int = 64, iters: int = 200, n: int = 4096
             nonlocal done
             x = rng.standard_normal(n).astype(np.float32)
             y = rng.standard_normal(n).astype(np.float32)
-            bx, by = await dev.alloc(4 * n), await dev.alloc(4 * n)
+            kind = "pinned" if dev.name.split(":")[0] == "NV" else None  # NV copies host-visible memory only
+            bx, by = await dev.alloc(4 * n, kind), await dev.alloc(4 * n, kind)
             try:
                 await dev.upload(bx, x)
                 await dev.upload(by, y)

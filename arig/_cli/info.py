@@ -53,7 +53,7 @@ def _nv_rows() -> list[dict[str, Any]]:
         return [{"device": "NV", "missing": str(exc)}]
     if not found:
         return [{"device": "NV", "missing": "no NVIDIA GPU on this machine (none in the PCI tree)"}]
-    return [{"device": arig.nvrm.gpu(i).name, "path": "kernel driver (facts only: runs no work yet)", **row} for i, row in enumerate(found)]
+    return [{"device": arig.nvrm.gpu(i).name, "path": "kernel driver (no libcuda): arig.nvrm.gpu(i)", **row} for i, row in enumerate(found)]
 
 
 def gather() -> list[dict[str, Any]]:

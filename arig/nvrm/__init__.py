@@ -10,8 +10,9 @@ The first such call makes the process's RM client and the GPU's RM objects,
 and they stay for the process (see :mod:`arig.nvrm._client` for why).  Any
 thread may call any function at the same time as others.
 
-Running work through the driver is not here yet: :func:`gpu` gives an opener
-whose ``make`` says so.
+:func:`gpu` gives the opener of a device that runs work through the driver
+alone, no libcuda (``arig.nvrm._device``): ``dev = await arig.open(arig.nvrm.gpu(0))``,
+``image = await dev.load(cubin)``, ``await dev.submit(arig.nvrm.Launch(image.function("k"), grid, block, args))``.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from collections.abc import Mapping
 import anyio.to_thread
 
 from arig._errors import ArigValueError, OpenError, safe_repr
+from arig.device import Backend
 from arig.nvrm import _client, _sysfs
+from arig.nvrm._launch import Launch
 from arig.nvrm._params import DriverError, NoGpuError, RmError, Usage
 
-__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener",
+__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener", "Launch",
            "Usage", "RmError", "DriverError", "NoGpuError"]
 
 
@@ -132,12 +135,12 @@ def describe(i: int) -> Mapping[str, object]:
 
 
 class NvOpener:
-    """The opener of GPU ``index`` through NVIDIA's kernel driver.
+    """The opener of GPU ``index`` through NVIDIA's kernel driver (no libcuda).
 
-    Running work this way (channels, memory mapped through UVM) is a later
-    piece of arig: for now :meth:`make` checks that the GPU exists and then
-    refuses with :class:`arig.OpenError`, so ``arig.open`` fails honestly
-    rather than pretending.
+    ``make`` runs on the new device's submit thread: it makes (once for the
+    process) the driver client, UVM and the address reservation, (once per
+    GPU) the GPU's RM objects, and the device's channel and memory.  A GPU
+    has one device at a time.
     """
 
     __slots__ = ("index", "name")
@@ -149,8 +152,8 @@ class NvOpener:
     def __repr__(self) -> str:
         return f"arig.nvrm.gpu({self.index})"
 
-    def make(self) -> object:
-        """Refuse: no GPU ``index`` (saying how many), or this path cannot run work yet."""
+    def make(self) -> Backend:
+        """The device's backend; OpenError if there is no GPU ``index`` (saying how many), or the driver refuses."""
         try:
             found = buses()
         except DriverError as e:
@@ -158,8 +161,14 @@ class NvOpener:
         if self.index >= len(found):
             plural = "" if len(found) == 1 else "s"
             raise OpenError(f"cannot open {self.name}: no GPU {self.index}: this machine has {len(found)} NVIDIA GPU{plural}")
-        raise OpenError(f"{self.name}: the NV device ({found[self.index]}) cannot run "
-                        "work yet; open it through arig.cuda.gpu instead")
+        from arig.nvrm._device import open_backend  # noqa: PLC0415 - the driver path loads on first open
+
+        try:
+            return open_backend(self.name, found[self.index])
+        except OpenError:
+            raise
+        except (DriverError, RmError) as e:
+            raise OpenError(f"cannot open {self.name} ({found[self.index]}): {e}") from e
 
 
 def gpu(i: int) -> NvOpener:

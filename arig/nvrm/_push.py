@@ -106,6 +106,8 @@ class CBC0:
     SET_OBJECT = 0x0000
     SET_OBJECT_CLASS_ID = (15, 0)
     SET_OBJECT_ENGINE_ID = (20, 16)
+    WAIT_FOR_IDLE = 0x0110
+    WAIT_FOR_IDLE_V = (31, 0)
     SET_SHADER_SHARED_MEMORY_WINDOW_A = 0x02A0
     SET_SHADER_SHARED_MEMORY_WINDOW_A_BASE_ADDRESS_UPPER = (16, 0)
     SET_SHADER_SHARED_MEMORY_WINDOW_B = 0x02A4
@@ -339,6 +341,10 @@ class Push:
                            _fit("local memory size", _hi(bytes_per_tpc), *CBC0.SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_A_SIZE_UPPER),
                            _lo(bytes_per_tpc),
                            _fit("max SM count", max_sm_count, *CBC0.SET_SHADER_LOCAL_MEMORY_NON_THROTTLED_C_MAX_SM_COUNT))
+
+    def wait_for_idle(self, subch: int = SUBCH_COMPUTE) -> Push:
+        """Wait until the engine's earlier work (a grid still running) is done: a queue's launches run in order."""
+        return self.method(subch, CBC0.WAIT_FOR_IDLE, 0)
 
     def invalidate_shader_caches(self, subch: int = SUBCH_COMPUTE) -> Push:
         """Drop instruction, global-data and constant caches without waiting for idle."""

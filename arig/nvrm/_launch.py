@@ -1,0 +1,204 @@
+"""Launches of the NV device, and the ring arithmetic of its pushbuffer and argument rings.
+
+Pure: no file descriptor, no driver; any thread (a :class:`Launch` is made on
+the event loop).  A kernel is known by the id :meth:`arig.Image.function`
+gave when its image was loaded (:func:`register`); a launch checks its
+argument bytes against the kernel's parameter layout from ``.nv.info`` and
+builds, once, what each enqueue copies: the constant bank 0 image and the
+QMD (V04), which differ between enqueues only in where bank 0 lies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .._errors import ArigTypeError, ArigValueError, safe_repr
+from . import _cubin
+from . import _push as pb
+from . import _qmd as q
+
+__all__ = ["Launch", "Ring", "LoadedKernel", "register", "unregister", "kernel_of", "launch_words", "LOCAL_BYTES_PER_THREAD", "SLOT_ALIGN"]
+
+#: Local memory (stack) the channel provides per thread, the 0x240 above STACK_TOP included:
+#: kernels needing more are refused at Launch.
+LOCAL_BYTES_PER_THREAD = 0x240 + 1024
+#: Argument-ring slots (bank 0, then the QMD at the next 256 bytes) are 256-byte aligned.
+SLOT_ALIGN = 256
+
+
+@dataclass(frozen=True)
+class LoadedKernel:
+    """A kernel of a loaded image: its cubin facts, its code's GPU address, the device it is on."""
+
+    kernel: _cubin.Kernel
+    program_address: int
+    owner: int  # id() of the backend that loaded it
+
+
+_ids = itertools.count(1)
+_lock = threading.Lock()
+_KERNELS: dict[int, LoadedKernel] = {}
+
+
+def register(k: LoadedKernel) -> int:
+    """A new function id for ``k`` (what ``Image.function`` returns)."""
+    with _lock:
+        fid = next(_ids)
+        _KERNELS[fid] = k
+    return fid
+
+
+def unregister(fid: int) -> None:
+    _KERNELS.pop(fid, None)
+
+
+def kernel_of(fid: int) -> LoadedKernel | None:
+    return _KERNELS.get(fid)
+
+
+def _dims(value: Any, what: str) -> tuple[int, int, int]:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = (int(value), 1, 1)
+    if not isinstance(value, Sequence) or not 1 <= len(value) <= 3:
+        raise ArigValueError(f"{what} must be an int or (x, y, z), got {safe_repr(value)}")
+    out = []
+    for d in value:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise ArigTypeError(f"{what} sizes must be ints, got {safe_repr(value)}")
+        if d < 1:
+            raise ArigValueError(f"{what} sizes must be at least 1, got {safe_repr(value)}")
+        out.append(int(d))
+    x, y, z = (*out, 1, 1)[:3]
+    return x, y, z
+
+
+#: The words of one launch: WAIT_FOR_IDLE (the queue's earlier grids end first, as on a CUDA
+#: stream: without it two launches of one queue run at once), INVALIDATE_SHADER_CACHES_NO_WFI,
+#: SEND_PCAS_A (QMD >> 8), SEND_SIGNALING_PCAS2_B.
+_LAUNCH_TEMPLATE = pb.Push().wait_for_idle().invalidate_shader_caches().launch(0).words
+_QMD_WORD = len(_LAUNCH_TEMPLATE) - 3  # SEND_PCAS_A's value: the QMD's address >> 8
+
+
+def launch_words(qmd_address: int) -> list[int]:
+    """The pushbuffer words that launch the QMD at ``qmd_address`` (256-byte aligned, below 2**40)."""
+    if qmd_address % 256 or not 0 <= qmd_address < pb.GPFIFO_ADDRESS_LIMIT:
+        raise ArigValueError(f"a QMD must be 256-byte aligned and below 2**40, not at {qmd_address:#x}")
+    w = list(_LAUNCH_TEMPLATE)
+    w[_QMD_WORD] = qmd_address >> 8
+    return w
+
+
+class Launch:
+    """A prepared launch of an NV kernel: ``await dev.submit(launch)``, or ``queue.launch(launch)`` in a fill.
+
+    ``func`` is ``image.function(name)`` of an image loaded on an NV device;
+    ``grid`` and ``block`` an int or up to three ints; ``args`` the parameter
+    bytes as the kernel lays them out (``arig.cuda.pack`` makes them: each
+    value at its natural alignment), exactly the kernel's parameter size;
+    ``shared`` the dynamic shared memory in bytes.  Everything is checked
+    here, so a bad launch is refused before it can reach the GPU.
+    """
+
+    __slots__ = ("func", "grid", "block", "shared", "args", "kernel", "owner", "cb0", "qmd_offset", "slot_bytes", "_image", "__weakref__")
+
+    def __init__(self, func: int, grid: Any, block: Any, args: bytes | bytearray | memoryview = b"", shared: int = 0) -> None:
+        if isinstance(func, bool) or not isinstance(func, int):
+            raise ArigTypeError(f"func must be a function id from image.function(name), got {safe_repr(func)}")
+        loaded = kernel_of(func)
+        if loaded is None:
+            raise ArigValueError(f"func {func} is no kernel of an image loaded on an NV device (unloaded, or a CUDA CUfunction?)")
+        if not isinstance(args, (bytes, bytearray, memoryview)):
+            raise ArigTypeError(f"args must be bytes (arig.cuda.pack(...)), got {type(args).__name__}")
+        if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+            raise ArigValueError(f"shared must be an int >= 0, got {safe_repr(shared)}")
+        k = loaded.kernel
+        args = bytes(args)
+        if len(args) != k.param_size:
+            raise ArigValueError(
+                f"kernel {k.name!r} takes {k.param_size} bytes of arguments, parameters (offset, size) {list(k.params)}; got {len(args)} bytes"
+            )
+        if q.local_bytes_per_thread(k) > LOCAL_BYTES_PER_THREAD:
+            raise ArigValueError(f"kernel {k.name!r} needs {q.local_bytes_per_thread(k)} bytes of local memory per thread; the NV device provides {LOCAL_BYTES_PER_THREAD}")
+        self.func, self.kernel, self.owner, self.args, self.shared = func, k, loaded.owner, args, shared
+        self.grid = _dims(grid, "grid")
+        self.block = _dims(block, "block")
+        self.cb0 = q.cbank0(k, self.grid, self.block, args, shared_window=pb.SHARED_WINDOW, local_window=pb.LOCAL_WINDOW)
+        self.qmd_offset = -(-len(self.cb0) // 256) * 256
+        fields = q.kernel_qmd(k, grid=self.grid, block=self.block, program_address=loaded.program_address,
+                              cbank0_address=0, cbank0_size=len(self.cb0), shared_bytes=shared)  # fmt: skip
+        self.slot_bytes = -(-(self.qmd_offset + q.QMD_BYTES) // SLOT_ALIGN) * SLOT_ALIGN
+        image = bytearray(self.slot_bytes)
+        image[: len(self.cb0)] = self.cb0
+        image[self.qmd_offset : self.qmd_offset + q.QMD_BYTES] = q.pack(fields)
+        self._image = bytes(image)
+
+    def slot_image(self, address: int) -> bytes:
+        """What an enqueue copies to ``address`` (a ring slot): bank 0, then the QMD pointing at it."""
+        if address % SLOT_ALIGN:
+            raise ArigValueError(f"a launch slot must be {SLOT_ALIGN}-byte aligned, not at {address:#x}")
+        image = bytearray(self._image)
+        q.patch(image, {"CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)": (address >> 6) & 0xFFFFFFFF,
+                        "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0)": address >> 38}, self.qmd_offset)  # fmt: skip
+        return bytes(image)
+
+    def __repr__(self) -> str:
+        return f"<arig.nvrm.Launch {self.kernel.name} grid={self.grid} block={self.block} {len(self.args)} B args>"
+
+
+class Ring:
+    """Space of a ring of ``size`` bytes, handed out in order and taken back in order.
+
+    ``head`` and ``tail`` count bytes ever handed out and taken back; an
+    allocation that would cross the end starts at 0 instead (the bytes
+    skipped count as used).  Each allocation carries a *tag* (the
+    submission it goes out with; nondecreasing), and :meth:`retire` takes
+    back everything whose tag the GPU has reached.
+    """
+
+    __slots__ = ("size", "head", "tail", "fences")
+
+    def __init__(self, size: int) -> None:
+        if size <= 0:
+            raise ArigValueError(f"a ring needs a positive size, not {size}")
+        self.size = size
+        self.head = 0
+        self.tail = 0
+        self.fences: deque[tuple[int, int]] = deque()  # (tag, head after its last allocation)
+
+    def alloc(self, n: int, tag: int) -> int | None:
+        """The offset of ``n`` bytes for submission ``tag``, or None while the GPU still holds the room."""
+        if not 0 < n <= self.size:
+            raise ArigValueError(f"{n} bytes do not fit a ring of {self.size}")
+        if self.fences and tag < self.fences[-1][0]:
+            raise ArigValueError(f"tag {tag} is older than the ring's last ({self.fences[-1][0]})")
+        off = self.head % self.size
+        pad = self.size - off if off + n > self.size else 0
+        if self.head + pad + n - self.tail > self.size:
+            return None
+        self.head += pad + n
+        if self.fences and self.fences[-1][0] == tag:
+            self.fences[-1] = (tag, self.head)
+        else:
+            self.fences.append((tag, self.head))
+        return 0 if pad else off
+
+    def retire(self, done: int) -> None:
+        """The GPU finished every submission up to tag ``done``: their room is free again."""
+        fences = self.fences
+        while fences and fences[0][0] <= done:
+            self.tail = fences.popleft()[1]
+
+    def oldest(self) -> int | None:
+        """The tag of the oldest allocation still held, or None."""
+        return self.fences[0][0] if self.fences else None
+
+    @property
+    def used(self) -> int:
+        return self.head - self.tail

@@ -1,0 +1,245 @@
+"""The NV device (arig.nvrm.gpu) on a real GPU: work through NVIDIA's kernel driver alone, no libcuda.
+
+Skipped where the NVIDIA kernel driver is not loaded.  Written for the H200 (driver 580).
+Run: python3 -m pytest -q -m gpu tests/gpu/test_nv_gpu.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import arig._env
+
+if not os.path.exists("/dev/nvidiactl") and not arig._env.GPU_REQUIRED:
+    pytest.skip("the NVIDIA kernel driver is not loaded", allow_module_level=True)
+
+import arig
+import arig.cuda_abi
+import arig.nvrm as nvrm
+from arig._errors import DeviceLost, OpenError
+
+pytestmark = [pytest.mark.gpu, pytest.mark.asyncio]
+
+REPO = Path(__file__).resolve().parents[2]
+CUBIN = (REPO / "tests" / "data" / "nv" / "probe.sm_90.cubin").read_bytes()
+
+
+def axpy_args(a: float, x: arig.Buffer, y: arig.Buffer, n: int) -> bytes:
+    """axpy(float a, const float *x, float *y, int n) as the kernel lays it out (tests/data/nv/probe.cu)."""
+    return struct.pack("<f4xQQi", a, x.address, y.address, n)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_open_describe_stop() -> None:
+    dev = await arig.open(nvrm.gpu(0))
+    try:
+        assert dev.name == "NV" and dev.arch == "sm_90"
+        assert dev.facts["bus"] == nvrm.buses()[0]
+        assert dev.facts["classes"]["compute"] == "0xcbc0"
+        assert dev.facts["memory_total"] > 0 and dev.facts["uuid"].startswith("GPU-")
+        assert dev.capability(arig.cuda_abi.KEY) is None
+        assert len(dev.queues) == 1
+        v = await dev.run(None)  # a value with no work: the queue's release and interrupt alone
+        assert dev.reached >= v
+    finally:
+        await dev.stop()
+
+
+async def test_second_open_is_refused_naming_the_first() -> None:
+    async with await arig.open(nvrm.gpu(0)):
+        with pytest.raises(OpenError, match="already open as device NV"):
+            await arig.open(nvrm.gpu(0))
+    async with await arig.open(nvrm.gpu(0)) as again:  # stopped: the GPU opens again
+        await again.run(None)
+
+
+@pytest.mark.parametrize("kind", ["pinned", "mapped"])
+async def test_axpy_matches_numpy(kind: str) -> None:
+    n = 100_000
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(n, dtype=np.float32)
+    y = rng.standard_normal(n, dtype=np.float32)
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        bx, by = await dev.alloc(4 * n, kind), await dev.alloc(4 * n, kind)
+        await dev.upload(bx, x)
+        await dev.upload(by, y)
+        launch = nvrm.Launch(image.function("axpy"), (n + 255) // 256, 256, axpy_args(2.5, bx, by, n))
+        await dev.run(launch, keep=(bx, by, image))
+        out = np.empty_like(y)
+        await dev.download(by, out)
+        np.testing.assert_allclose(out, np.float32(2.5) * x + y, rtol=1e-5, atol=1e-6)
+        assert np.array_equal(by.numpy(np.float32)[:n], out)  # the host view is the same memory
+        bx.close()
+        by.close()
+
+
+async def test_same_results_as_cuda() -> None:
+    try:
+        if arig.cuda.count() == 0:
+            pytest.skip("libcuda sees no GPU")
+    except arig.ArigError as e:
+        pytest.skip(f"no libcuda: {e}")
+    n = 4096
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(n, dtype=np.float32)
+    y = rng.standard_normal(n, dtype=np.float32)
+    results = []
+    async with await arig.open(arig.cuda.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        bx, by = await dev.alloc(4 * n), await dev.alloc(4 * n)
+        await dev.upload(bx, x)
+        await dev.upload(by, y)
+        await dev.run(arig.cuda.Launch(image.function("axpy"), ((n + 255) // 256, 1, 1), (256, 1, 1), axpy_args(-1.5, bx, by, n)), keep=(bx, by))
+        out = np.empty_like(y)
+        await dev.download(by, out)
+        results.append(out)
+        bx.close()
+        by.close()
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        bx, by = await dev.alloc(4 * n, "pinned"), await dev.alloc(4 * n, "pinned")
+        await dev.upload(bx, x)
+        await dev.upload(by, y)
+        await dev.run(nvrm.Launch(image.function("axpy"), (n + 255) // 256, 256, axpy_args(-1.5, bx, by, n)), keep=(bx, by))
+        out = np.empty_like(y)
+        await dev.download(by, out)
+        results.append(out)
+    assert np.array_equal(results[0], results[1])
+
+
+async def test_10000_submits_from_64_tasks() -> None:
+    total, tasks, n = 10_000, 64, 256
+    values: list[int] = []
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        func = image.function("axpy")
+        ones = await dev.alloc(4 * n, "pinned")
+        ones.numpy(np.float32)[:] = 1.0
+
+        async def task(k: int, count: int) -> None:
+            y = await dev.alloc(4 * n, "pinned")
+            launch = nvrm.Launch(func, 1, n, axpy_args(1.0, ones, y, n))  # y += 1
+            view = y.numpy(np.float32)
+            for i in range(count):
+                v = await dev.submit(launch, keep=(y, ones))
+                values.append(v)
+                await dev.wait(v)
+                assert np.all(view == np.float32(i + 1)), f"task {k}, submit {i}: {view[:4]}"
+            y.close()
+
+        counts = [total // tasks + (1 if k < total % tasks else 0) for k in range(tasks)]
+        await asyncio.gather(*(task(k, c) for k, c in enumerate(counts)))
+        first = min(values)
+        assert sorted(values) == list(range(first, first + total))  # gapless: every submit got its own value
+        assert dev.reached >= max(values)
+
+
+async def test_open_stop_20_times_leaks_no_fds() -> None:
+    async with await arig.open(nvrm.gpu(0)) as dev:  # the process and GPU objects: made once, kept
+        await dev.run(None)
+    await asyncio.sleep(0)
+    before = open_fds()
+    for _ in range(20):
+        async with await arig.open(nvrm.gpu(0)) as dev:
+            image = await dev.load(CUBIN)
+            buf = await dev.alloc(4096, "pinned")
+            await dev.run(nvrm.Launch(image.function("axpy"), 1, 32, axpy_args(1.0, buf, buf, 32)), keep=(buf,))
+        await asyncio.sleep(0)  # the loop's detach closes the event fd
+    assert open_fds() == before
+
+
+async def test_a_fill_raising_loses_the_device_and_the_gpu_opens_again() -> None:
+    dev = await arig.open(nvrm.gpu(0))
+    try:
+        def bad(queue: Any, arg: Any, v: int) -> None:
+            raise RuntimeError("boom")
+
+        v = await dev.submit(bad)
+        with pytest.raises(DeviceLost, match="boom"):
+            await dev.wait(v)
+    finally:
+        await dev.stop()
+    async with await arig.open(nvrm.gpu(0)) as dev2:
+        image = await dev2.load(CUBIN)
+        n = 1000
+        x, y = await dev2.alloc(4 * n, "pinned"), await dev2.alloc(4 * n, "pinned")
+        x.numpy(np.float32)[:] = 2.0
+        y.numpy(np.float32)[:] = 1.0
+        await dev2.run(nvrm.Launch(image.function("axpy"), 4, 256, axpy_args(3.0, x, y, n)), keep=(x, y))
+        assert np.all(y.numpy(np.float32)[:n] == 7.0)
+
+
+async def test_python_fill_gets_the_queue_and_device_copies_are_refused() -> None:
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        n = 512
+        x, y = await dev.alloc(4 * n, "mapped"), await dev.alloc(4 * n, "mapped")
+        x.numpy(np.float32)[:] = 1.0
+        y.numpy(np.float32)[:] = 0.0
+        launch = nvrm.Launch(image.function("axpy"), 2, 256, axpy_args(1.0, x, y, n))
+        flag = await dev.alloc(4096, "pinned")
+
+        def fill(queue: Any, arg: Any, v: int) -> None:
+            assert isinstance(queue, nvrm._device.NvQueue)
+            queue.launch(launch)
+            queue.launch(launch)
+            queue.release(flag.address, 99)
+
+        await dev.run(fill)
+        assert np.all(y.numpy(np.float32)[:n] == 2.0)
+        assert int(flag.numpy(np.uint64)[0]) == 99
+        d = await dev.alloc(4096)
+        assert d.kind == "device"
+        with pytest.raises(arig.ArigTypeError, match="copy engine"):
+            await dev.upload(d, np.zeros(16, np.float32))
+
+
+async def test_two_launches_in_one_fill_run_in_order() -> None:
+    """The second grid reads what the first wrote (WAIT_FOR_IDLE between a queue's launches)."""
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        n = 1 << 20
+        x, y = await dev.alloc(4 * n, "mapped"), await dev.alloc(4 * n, "mapped")
+        x.numpy(np.float32)[:] = 1.0
+        y.numpy(np.float32)[:] = 0.0
+        launch = nvrm.Launch(image.function("axpy"), n // 256, 256, axpy_args(1.0, x, y, n))
+
+        def fill(queue: Any, arg: Any, v: int) -> None:
+            for _ in range(8):
+                queue.launch(launch)
+
+        await dev.run(fill)
+        assert np.all(y.numpy(np.float32)[:n] == 8.0)
+
+
+async def test_an_illegal_address_loses_the_device_naming_the_fault_then_it_opens_again() -> None:
+    shipped = (REPO / "arig" / "kernels" / "kernels.cubin").read_bytes()
+    dev = await arig.open(nvrm.gpu(0), stop_timeout=10)
+    try:
+        image = await dev.load(shipped)
+        bad = nvrm.Launch(image.function("illegal"), 1, 1, struct.pack("<Q", 0x10))  # *(uint64_t *)0x10 = 1
+        v = await dev.submit(bad)
+        with pytest.raises(DeviceLost) as lost:
+            await asyncio.wait_for(dev.wait(v), 30)
+        print("NV fault:", lost.value)
+        assert dev.lost is not None
+    finally:
+        await dev.stop()
+    async with await arig.open(nvrm.gpu(0)) as again:  # the same process opens the GPU again, and it works
+        image = await again.load(CUBIN)
+        x, y = await again.alloc(4096, "pinned"), await again.alloc(4096, "pinned")
+        x.numpy(np.float32)[:] = 2.0
+        y.numpy(np.float32)[:] = 1.0
+        await again.run(nvrm.Launch(image.function("axpy"), 4, 256, axpy_args(3.0, x, y, 1024)))
+        assert np.all(y.numpy(np.float32) == 7.0)

@@ -1,0 +1,307 @@
+"""The NV device's pure parts, without a GPU: launches, rings, addresses, the queue's pushbuffer words."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import arig
+import arig.nvrm as nvrm
+from arig._errors import ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, OpenError
+from arig.nvrm import _cubin, _device, _rm
+from arig.nvrm import _exec_params as E
+from arig.nvrm import _push as pb
+from arig.nvrm import _qmd as q
+from arig.nvrm._launch import LOCAL_BYTES_PER_THREAD, Launch, LoadedKernel, Ring, kernel_of, launch_words, register, unregister
+
+DATA = Path(__file__).resolve().parent / "data" / "nv"
+CUBIN = _cubin.parse((DATA / "probe.sm_90.cubin").read_bytes())
+LOW = 0x20_0000_0000  # below 2**40, where GPFIFO segments and QMDs must lie
+OWNER = 12345
+
+
+@pytest.fixture
+def axpy() -> Any:
+    fid = register(LoadedKernel(CUBIN.kernels["axpy"], 0x10_0020_0000, OWNER))
+    yield fid
+    unregister(fid)
+
+
+def args_of(a: float, x: int, y: int, n: int) -> bytes:
+    return struct.pack("<f4xQQi", a, x, y, n)
+
+
+# --- Launch ----------------------------------------------------------------------------
+
+
+def test_launch_checks_arguments_against_the_layout(axpy: int) -> None:
+    with pytest.raises(ArigValueError, match=r"axpy.*28 bytes.*\(0, 4\), \(8, 8\), \(16, 8\), \(24, 4\).*got 24"):
+        Launch(axpy, 1, 32, b"\0" * 24)
+    with pytest.raises(ArigTypeError, match="bytes"):
+        Launch(axpy, 1, 32, [1, 2])  # type: ignore[arg-type]
+    with pytest.raises(ArigValueError, match="no kernel of an image loaded"):
+        Launch(987654321, 1, 32, args_of(1, 0, 0, 0))
+    with pytest.raises(ArigTypeError):
+        Launch("axpy", 1, 32, b"")  # type: ignore[arg-type]
+    for bad in (0, (1, 0), (1, 2, 3, 4), "x"):
+        with pytest.raises((ArigValueError, ArigTypeError)):
+            Launch(axpy, bad, 32, args_of(1, 0, 0, 0))
+    with pytest.raises(ArigValueError, match="block"):
+        Launch(axpy, 1, 2048, args_of(1, 0, 0, 0))  # more threads than a block has
+    with pytest.raises(ArigValueError, match="shared"):
+        Launch(axpy, 1, 32, args_of(1, 0, 0, 0), shared=-1)
+
+
+def test_launch_slot_holds_bank0_and_a_qmd_pointing_at_it(axpy: int) -> None:
+    params = args_of(2.5, 0x10_0040_0000, 0x10_0060_0000, 1000)
+    launch = Launch(axpy, (4, 1, 1), (256, 1, 1), params)
+    k = CUBIN.kernels["axpy"]
+    assert launch.slot_bytes % 256 == 0 and launch.qmd_offset % 256 == 0
+    slot = 0x10_0400_0100
+    image = launch.slot_image(slot)
+    assert len(image) == launch.slot_bytes
+    assert image[k.param_base : k.param_base + len(params)] == params
+    assert struct.unpack_from("<6I", image, 0) == (256, 1, 1, 4, 1, 1)  # blockDim then gridDim at c[0][0]
+    f = q.unpack(image[launch.qmd_offset : launch.qmd_offset + q.QMD_BYTES])
+    assert f["CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)"] == (slot >> 6) & 0xFFFFFFFF
+    assert f["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0)"] == slot >> 38
+    assert f["GRID_WIDTH"] == 4 and f["CTA_THREAD_DIMENSION0"] == 256
+    assert (f["PROGRAM_ADDRESS_UPPER"] << 32 | f["PROGRAM_ADDRESS_LOWER"]) == 0x10_0020_0000
+    assert f["QMD_MAJOR_VERSION"] == 4
+    with pytest.raises(ArigValueError, match="aligned"):
+        launch.slot_image(slot + 64)
+
+
+def test_kernels_needing_more_local_memory_are_refused() -> None:
+    k = CUBIN.kernels["deep"]
+    big = type(k)(**{**k.__dict__, "stack": LOCAL_BYTES_PER_THREAD})
+    fid = register(LoadedKernel(big, 0x10_0020_0000, OWNER))
+    try:
+        with pytest.raises(ArigValueError, match="local memory"):
+            Launch(fid, 1, 1, b"\0" * k.param_size)
+    finally:
+        unregister(fid)
+    assert kernel_of(fid) is None
+
+
+def test_launch_words() -> None:
+    # WAIT_FOR_IDLE first: a queue's grids run one after another (two launches in one fill, at once,
+    # left y = a*x + y applied once on the H200)
+    assert launch_words(0x10_0000_0300) == pb.Push().wait_for_idle().invalidate_shader_caches().launch(0x10_0000_0300).words
+    assert pb.method_header(pb.SUBCH_COMPUTE, pb.CBC0.WAIT_FOR_IDLE, 1) == launch_words(0x10_0000_0300)[0]
+    with pytest.raises(ArigValueError):
+        launch_words(0x10_0000_0310)
+
+
+# --- rings and addresses -------------------------------------------------------------------
+
+
+def test_ring_hands_out_in_order_wraps_and_takes_back_by_tag() -> None:
+    r = Ring(1024)
+    assert r.alloc(256, 1) == 0
+    assert r.alloc(256, 1) == 256
+    assert r.alloc(256, 2) == 512
+    assert r.alloc(512, 3) is None  # only 256 left at the end, and nothing retired
+    r.retire(1)
+    assert r.used == 256
+    assert r.alloc(512, 3) == 0  # wraps: 768..1024 skipped, 0..512 reused
+    assert r.used == 256 + 256 + 512
+    assert r.alloc(1, 3) is None
+    assert r.oldest() == 2
+    r.retire(3)
+    assert r.used == 0 and r.oldest() is None
+    with pytest.raises(ArigValueError):
+        r.alloc(2048, 4)
+    assert r.alloc(8, 5) is not None
+    with pytest.raises(ArigValueError, match="older"):
+        r.alloc(8, 1)
+
+
+def test_ring_never_overlaps_live_space() -> None:
+    rng = np.random.default_rng(0)
+    r = Ring(4096)
+    live: list[tuple[int, int, int]] = []  # (tag, offset, n)
+    tag = done = 0
+    for _ in range(3000):
+        tag += int(rng.integers(0, 2))
+        n = int(rng.integers(1, 9)) * 64
+        off = r.alloc(n, tag)
+        if off is None:
+            done = max(done, min(t for t, _, _ in live) if live else done)
+            r.retire(done)
+            live = [x for x in live if x[0] > done]
+            continue
+        for _, o, m in live:
+            assert off + n <= o or o + m <= off
+        assert off >= 0 and off + n <= 4096
+        live.append((tag, off, n))
+
+
+def test_va_allocator_aligns_reuses_and_merges() -> None:
+    va = _rm.VaAllocator(0x1000_0000, 16 << 20)
+    a = va.alloc(3 << 20)
+    b = va.alloc(4096, 4096)
+    c = va.alloc(2 << 20)
+    assert a == 0x1000_0000 and a % (2 << 20) == 0 and c % (2 << 20) == 0 and b == a + (3 << 20)
+    va.free(b)
+    va.free(a)
+    assert va.alloc(3 << 20) == a
+    va.free(a)
+    va.free(c)
+    assert va.used == 0 and va._free == [(0x1000_0000, 16 << 20)]
+    with pytest.raises(nvrm.DriverError, match="no room"):
+        va.alloc(32 << 20)
+
+
+def test_undo_runs_every_step_in_reverse_and_reports_failures() -> None:
+    seen: list[str] = []
+    u = _rm.Undo()
+    u.push("a", lambda: seen.append("a"))
+    u.push("b", lambda: (_ for _ in ()).throw(nvrm.RmError("free b", 0x1F)))
+    u.push("c", lambda: seen.append("c"))
+    failures = u.unwind()
+    assert seen == ["c", "a"] and len(failures) == 1 and "free b" in failures[0] and len(u) == 0
+
+
+# --- the queue's pushbuffer, against memory at low addresses --------------------------------
+
+
+class FakeChannel:
+    entries = 16
+    userd_offset = 16 * 8
+    token = 0x2A
+
+    def __init__(self, ring: _rm.Mem) -> None:
+        self.ring = ring
+        self.err: str | None = None
+
+    def error(self) -> str | None:
+        return self.err
+
+
+@pytest.fixture
+def queue() -> Any:
+    size = 8 << 20
+    base = _rm._mmap(LOW, size, _rm.PROT_RW, _rm.MAP_PRIVATE | _rm.MAP_ANONYMOUS | _rm.MAP_FIXED_NOREPLACE)
+    try:
+        def mem(what: str, off: int, n: int) -> _rm.Mem:
+            return _rm.Mem(what, 0, base + off, n, True, _rm.Undo())
+
+        ring = mem("gpfifo", 0, 1 << 20)
+        doorbell = base + (1 << 20)
+        ch = FakeChannel(ring)
+        nq = _device.NvQueue(OWNER, ch, doorbell,  # type: ignore[arg-type]
+                              mem("pushbuffer", 2 << 20, 64 << 10), mem("args", 4 << 20, 8 << 10), mem("words", 6 << 20, 4096))
+        yield nq, ch, doorbell
+    finally:
+        _rm._munmap(base, size)
+
+
+def segment(nq: Any, ch: FakeChannel, i: int) -> list[int]:
+    entry = ch.ring.u64(i * 8).value
+    lo, hi = entry & 0xFFFFFFFF, entry >> 32
+    address = (lo & ~3) | (hi & 0xFF) << 32
+    n = (hi >> 10) & 0x1FFFFF
+    return list(pb.words_of(ctypes.string_at(address, 4 * n)))
+
+
+def test_launch_then_signal_makes_one_gpfifo_entry(queue: Any, axpy: int) -> None:
+    nq, ch, doorbell = queue
+    launch = Launch(axpy, 2, 256, args_of(1.0, 0x10_0000_0000, 0x10_0010_0000, 512))
+    launch.owner = OWNER
+    nq.launch(launch)
+    assert ch.ring.u32(ch.userd_offset + E.USERD_GP_PUT).value == 0  # nothing submitted before the signal
+    nq.signal(7)
+    words = segment(nq, ch, 0)
+    slot = nq._args.va  # the first slot of the argument ring
+    want = (launch_words(slot + launch.qmd_offset)
+            + pb.Push().release(nq.timeline_address, 7).non_stall_interrupt().release(nq.progress_address, 1).words)  # fmt: skip
+    assert words == want
+    assert ctypes.string_at(slot, launch.slot_bytes) == launch.slot_image(slot)
+    assert ch.ring.u32(ch.userd_offset + E.USERD_GP_PUT).value == 1
+    assert ctypes.c_uint32.from_address(doorbell + E.USERMODE_NOTIFY_CHANNEL_PENDING).value == FakeChannel.token
+    nq.release(nq._args.va + 64, 3)
+    nq.acquire(nq._args.va + 64, 3)
+    nq.signal(8, interrupt=False)
+    assert segment(nq, ch, 1) == (pb.Push().release(nq._args.va + 64, 3).acquire(nq._args.va + 64, 3)
+                                  .release(nq.timeline_address, 8).release(nq.progress_address, 2).words)  # fmt: skip
+
+
+def test_a_full_argument_ring_waits_for_the_gpu(queue: Any, axpy: int) -> None:
+    nq, ch, _ = queue
+    launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
+    launch.owner = OWNER
+    per_ring = nq._args.size // launch.slot_bytes
+    for _ in range(per_ring):
+        nq.launch(launch)
+    # The next launch submits what is pending and waits until the GPU reports that submission done.
+    def gpu() -> None:
+        time.sleep(0.05)
+        nq._progress.value = 1
+
+    t = threading.Thread(target=gpu)
+    t.start()
+    t0 = time.monotonic()
+    nq.launch(launch)
+    t.join()
+    assert time.monotonic() - t0 >= 0.04
+    assert nq.seq == 1 and ch.ring.u32(ch.userd_offset + E.USERD_GP_PUT).value == 1
+
+
+def test_waits_are_bounded_and_end_when_lost(queue: Any, axpy: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    nq, ch, _ = queue
+    nq.release(nq._args.va, 1)
+    monkeypatch.setattr(_device, "WAIT_S", 0.05)
+    with pytest.raises(DeviceHang, match="did not reach submission 1"):
+        nq.drain()
+    nq.aborted = True
+    with pytest.raises(DeviceStopped):
+        nq.drain()
+    nq.aborted = False
+    ch.err = "Xid 13"
+    with pytest.raises(_device.NvChannelError, match="Xid 13"):
+        nq.drain()
+
+
+def test_queue_launch_refuses_other_devices_kernels(queue: Any, axpy: int) -> None:
+    nq, _, _ = queue
+    launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
+    launch.owner = OWNER + 1
+    with pytest.raises(ArigValueError, match="another NV device"):
+        nq.launch(launch)
+    with pytest.raises(ArigTypeError):
+        nq.launch("axpy")
+
+
+# --- the backend's loop-side checks ------------------------------------------------------------
+
+
+def test_backend_refuses_device_copies_and_bad_submissions(axpy: int) -> None:
+    b = object.__new__(_device.NvBackend)
+    b.name = "NV"
+    buf = arig.Buffer("NV", "device", 0x10_0000_0000, 64, lambda: None)
+    with pytest.raises(ArigTypeError, match="copy engine"):
+        b.copy_fill(buf, np.zeros(4, np.float32), True)
+    launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
+    with pytest.raises(ArigValueError, match="no arg"):
+        b.prepare(launch, 1)
+    with pytest.raises(ArigValueError, match="another NV device"):
+        b.prepare(launch, None)
+    with pytest.raises(ArigTypeError):
+        b.prepare(42, None)
+    assert b.prepare(None, None)[0] is _device._no_fill
+
+
+def test_open_without_a_gpu_is_an_open_error() -> None:
+    if nvrm.count() > 0:
+        pytest.skip("this machine has an NVIDIA GPU")
+    with pytest.raises(OpenError, match="no GPU 0"):
+        nvrm.gpu(0).make()
+    assert nvrm.Launch is Launch
