@@ -618,6 +618,16 @@ class Gpu:
         return ev
 
 
+#: RC error codes (the Xid of the kernel log) a channel's error notifier may hold: those a kernel causes.
+XID = {
+    13: "graphics engine exception (a kernel trapped, or an illegal instruction or a misaligned address)",
+    31: "MMU fault: a kernel touched an illegal address (unmapped, or without the access it needed)",
+    43: "the GPU stopped processing the channel",
+    45: "the channel was torn down (preemptive cleanup after an earlier error)",
+    109: "context switch timeout (the work held the GPU too long)",
+}
+
+
 class Channel:
     """A GPFIFO channel with its group, context share, error notifier, ring + USERD, engine object and schedule."""
 
@@ -669,14 +679,18 @@ class Channel:
         self.notifier_base = ctypes.string_at(self.notifier.va, 16) if self.notifier.cpu else b""
 
     def error(self) -> str | None:
-        """The channel's error as the RM wrote it into the notifier (NvNotification 0), or None."""
+        """The channel's error as the RM wrote it into the notifier (NvNotification 0), or None.
+
+        ``info32`` is the RC error code, which is the Xid the kernel log shows (an illegal
+        address in a kernel: Xid 31, an MMU fault, on the H200)."""
         if not self.notifier.cpu:
             return None
         now = ctypes.string_at(self.notifier.va, 16)
         if now == self.notifier_base:
             return None
         ts, info32, info16, status = int.from_bytes(now[0:8], "little"), int.from_bytes(now[8:12], "little"), int.from_bytes(now[12:14], "little"), int.from_bytes(now[14:16], "little")
-        return f"the RM ended the channel: error notifier info32={info32} (the Xid/RC code) info16={info16:#x} status={status:#x} at GPU time {ts}"
+        what = XID.get(info32, "see NVIDIA's Xid catalogue")
+        return f"the RM ended the channel with Xid {info32}: {what} (error notifier info16={info16:#x} status={status:#x}, GPU time {ts})"
 
     def free(self) -> list[str]:
         return self.undo.unwind()
