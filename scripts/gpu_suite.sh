@@ -87,6 +87,8 @@ awk '/^```python$/{f=1;next}/^```$/{if(f){f=0;exit}}f' README.md > /tmp/readme_e
 run readme_example 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 /tmp/readme_example.py
 step "every README example (tests/test_readme.py: the torch one too)"
 run readme_all 120 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m pytest tests/test_readme.py -q -rfEs -p no:cacheprovider
+step "python -m arig demo --device nv:0 (the kernel-driver device)"
+run demo_nv 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo --device nv:0 --quiet
 step "python -m arig demo --device host"
 run demo_host 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo --device host --tasks 16 --iters 50 --quiet
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -38,6 +39,8 @@ def test_example_runs_as_printed(i: int) -> None:
         return
     if "arig.cuda.gpu(" in code and arig.cuda.count() == 0:
         pytest.skip("a GPU example: no NVIDIA GPU here")
+    if "arig.nvrm.gpu(" in code and not os.path.exists("/dev/nvidiactl"):
+        pytest.skip("an NV example: no NVIDIA kernel driver here")
     done = subprocess.run([sys.executable, "-c", code], cwd=README.parent, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip(), "the example printed nothing"
