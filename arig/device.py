@@ -17,6 +17,7 @@ import abc
 import asyncio
 import inspect
 import logging
+import operator
 import time
 import types
 import warnings
@@ -34,7 +35,7 @@ from ._submit import SubmitThread
 from ._timeline import Timeline
 from .queue import AdoptedQueue, Queue
 
-__all__ = ["Backend", "Device", "Opener", "open", "open_devices", "DEFAULT_MAX_PENDING", "DEFAULT_STOP_TIMEOUT", "DEFERRED", "defers_work", "deferred_result", "callable_name"]
+__all__ = ["Backend", "Device", "Opener", "open", "open_devices", "DEFAULT_MAX_PENDING", "DEFAULT_STOP_TIMEOUT", "DEFERRED", "defers_work", "deferred_result", "fill_result", "callable_name"]
 
 _T = TypeVar("_T")
 
@@ -75,6 +76,26 @@ def deferred_result(r: Any) -> bool:
         r.close()
         return True
     return inspect.isgenerator(r) or inspect.isasyncgen(r)
+
+
+def fill_result(r: Any, v: int, error_of: Callable[[int, int], BaseException], codes: str = "an int error code") -> None:
+    """Check what a fill of value ``v`` returned (submit thread): None or 0 (numpy's integers too) is
+    success; another int raises ``error_of(code, v)``; anything else is a misuse, named."""
+    if r is None:
+        return
+    if type(r) is not bool and not isinstance(r, np.bool_):
+        try:
+            code = operator.index(r)
+        except TypeError:
+            pass
+        else:
+            if code != 0:
+                err = error_of(code, v)  # the driver's error (FillError, CudaError): of arig's tree
+                raise err
+            return
+    if deferred_result(r):
+        raise ArigTypeError(f"fill returned {type(r).__name__}: it never ran; a fill is a plain function, not async def or a generator")
+    raise ArigTypeError(f"fill returned {safe_repr(r)} of type {type(r).__name__}; a fill returns None, 0 or {codes}")
 
 
 def callable_name(fn: Any) -> str:

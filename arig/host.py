@@ -9,7 +9,6 @@ whole machinery is tested on any machine.
 
 from __future__ import annotations
 
-import operator
 import os
 import queue as _queue
 import threading
@@ -21,7 +20,7 @@ import numpy as np
 
 from ._errors import ArigTypeError, ArigValueError, DeviceStopped, FillError, safe_repr
 from ._memory import Buffer
-from .device import DEFERRED, Backend, callable_name, deferred_result, defers_work
+from .device import DEFERRED, Backend, callable_name, deferred_result, defers_work, fill_result
 
 __all__ = ["cpu", "HostOpener", "HostQueue"]
 
@@ -29,6 +28,10 @@ __all__ = ["cpu", "HostOpener", "HostQueue"]
 DEFAULT_DEPTH = 4096
 
 _STOP = object()
+
+
+def _fill_error(code: int, v: int) -> BaseException:
+    return FillError(code)
 
 
 def _no_fill(queue: Any, arg: Any, v: int) -> None:
@@ -167,20 +170,8 @@ class HostBackend(Backend):
 
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
         r = fill(self._queues[qi], arg, v)
-        if r is None:
-            return
-        if type(r) is not bool and not isinstance(r, np.bool_):
-            try:
-                code = operator.index(r)  # int, and numpy's integers: np.int32(0) is success too
-            except TypeError:
-                pass
-            else:
-                if code != 0:
-                    raise FillError(code)
-                return
-        if deferred_result(r):
-            raise ArigTypeError(f"fill returned {type(r).__name__}: it never ran; a fill is a plain function, not async def or a generator")
-        raise ArigTypeError(f"fill returned {safe_repr(r)} of type {type(r).__name__}; a fill returns None, 0 or an int error code")
+        if r is not None:
+            fill_result(r, v, _fill_error)
 
     def signal(self, qi: int, v: int) -> None:
         self._queues[qi].signal(v)

@@ -31,7 +31,6 @@ event loop and call no libcuda function; ``call_fill``, ``mark``,
 from __future__ import annotations
 
 import ctypes
-import operator
 import os
 import threading
 import time
@@ -39,13 +38,11 @@ from collections import deque
 from ctypes import byref, c_int
 from typing import Any
 
-import numpy as np
 
 from .. import _native
 from .._libc import SEM_POST, Timespec, name_thread, new_semaphore, sem_destroy, sem_post, sem_timedwait
 from .._loop import selector_of
-from ..device import deferred_result
-from .._errors import ArigTypeError, safe_repr
+from ..device import fill_result
 from ._lib import CudaError, check, lib
 
 __all__ = ["NativeCompletion", "PureCompletion", "FAULT_POLL"]
@@ -59,23 +56,14 @@ IDLE_SPIN_NS = 50_000
 CUDA_ERROR_NOT_READY = 600
 
 
-def _fill_result(rc: Any, v: int) -> None:
-    """Raise for a Python fill's result that is not success (None, 0, or a CUresult; numpy ints too)."""
-    if rc is None:
-        return
-    if type(rc) is not bool and not isinstance(rc, np.bool_):
-        try:
-            code = operator.index(rc)
-        except TypeError:
-            pass
-        else:
-            if code:
-                raise CudaError.of(code, f"fill of value {v}")
-            return
-    if deferred_result(rc):  # a coroutine: closed, never run
-        raise ArigTypeError(f"fill returned {type(rc).__name__}: it never ran; a fill is a plain function")
-    raise ArigTypeError(f"fill returned {safe_repr(rc)} of type {type(rc).__name__}; a fill returns None, 0 or a CUresult")
+def _cuda_error(code: int, v: int) -> BaseException:
+    return CudaError.of(code, f"fill of value {v}")
 
+
+def _fill_result(rc: Any, v: int) -> None:
+    """Raise for a Python fill's result that is not success (None, 0 or a CUresult; numpy ints too)."""
+    if rc is not None:
+        fill_result(rc, v, _cuda_error, "a CUresult")
 
 def driver_table(memops: bool) -> _native.CudaTable:
     """The libcuda functions the native thread calls, from whatever ``lib`` is (libcuda or a fake)."""
