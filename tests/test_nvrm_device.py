@@ -1,4 +1,4 @@
-"""The NV device's pure parts, without a GPU: launches, rings, addresses, the queue's pushbuffer words."""
+"""The NV device's pure parts, without a GPU: launches, rings, addresses, the queues' pushbuffer words, copies through staging."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from arig.nvrm import _cubin, _device, _rm
 from arig.nvrm import _exec_params as E
 from arig.nvrm import _push as pb
 from arig.nvrm import _qmd as q
-from arig.nvrm._launch import LOCAL_BYTES_PER_THREAD, Launch, LoadedKernel, Ring, kernel_of, launch_words, register, unregister
+from arig.nvrm._launch import LOCAL_BYTES_PER_THREAD, Launch, LoadedKernel, Ring, Slots, copy_chunks, kernel_of, launch_words, register, unregister
 
 DATA = Path(__file__).resolve().parent / "data" / "nv"
 CUBIN = _cubin.parse((DATA / "probe.sm_90.cubin").read_bytes())
@@ -283,12 +283,17 @@ def test_queue_launch_refuses_other_devices_kernels(queue: Any, axpy: int) -> No
 # --- the backend's loop-side checks ------------------------------------------------------------
 
 
-def test_backend_refuses_device_copies_and_bad_submissions(axpy: int) -> None:
+def test_backend_copies_every_kind_and_refuses_bad_submissions(axpy: int) -> None:
     b = object.__new__(_device.NvBackend)
     b.name = "NV"
-    buf = arig.Buffer("NV", "device", 0x10_0000_0000, 64, lambda: None)
-    with pytest.raises(ArigTypeError, match="copy engine"):
-        b.copy_fill(buf, np.zeros(4, np.float32), True)
+    for kind in _device.KINDS:
+        buf = arig.Buffer("NV", kind, 0x10_0000_0000, 64, lambda: None)
+        a = np.arange(4, dtype=np.float32)
+        fill, arg = b.copy_fill(buf, a, True)
+        assert fill is _device._upload_fill and arg[0] is b and arg[1] == 0x10_0000_0000
+        assert arg[2].dtype == np.uint8 and arg[2].nbytes == 16 and np.shares_memory(arg[2], a)
+        fill, _ = b.copy_fill(buf, a, False)
+        assert fill is _device._download_fill
     launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
     with pytest.raises(ArigValueError, match="no arg"):
         b.prepare(launch, 1)
@@ -305,3 +310,211 @@ def test_open_without_a_gpu_is_an_open_error() -> None:
     with pytest.raises(OpenError, match="no GPU 0"):
         nvrm.gpu(0).make()
     assert nvrm.Launch is Launch
+
+
+# --- the copy queue: chunks, words, the ordering rule, staging through a CPU copy engine ----------
+
+
+def test_copy_chunks_cover_the_copy_in_order() -> None:
+    assert copy_chunks(0, 16) == []
+    assert copy_chunks(1, 16) == [(0, 1)]
+    assert copy_chunks(16, 16) == [(0, 16)]
+    assert copy_chunks(17, 16) == [(0, 16), (16, 1)]
+    assert copy_chunks(48, 16) == [(0, 16), (16, 16), (32, 16)]
+    gib, chunk = 1 << 30, _device.STAGING_BYTES // _device.STAGING_SLOTS
+    pieces = copy_chunks(gib + 5, chunk)
+    assert len(pieces) == gib // chunk + 1 and pieces[-1] == (gib, 5)
+    assert all(n == chunk for _, n in pieces[:-1]) and all(o == i * chunk for i, (o, _) in enumerate(pieces))
+    for bad in ((-1, 16), (16, 0)):
+        with pytest.raises(ArigValueError):
+            copy_chunks(*bad)
+
+
+def test_staging_slots_go_round_robin_and_remember_their_submission() -> None:
+    s = Slots(3, 64)
+    assert [s.take() for _ in range(3)] == [(0, 0), (1, 0), (2, 0)]
+    s.used(0, 5)
+    s.used(1, 7)
+    assert s.take() == (0, 5) and s.take() == (1, 7) and s.offset(2) == 128
+    s.used(1, 6)  # never goes back
+    assert s.seq[1] == 7
+    with pytest.raises(ArigValueError):
+        Slots(0, 64)
+
+
+def test_wait_words_are_an_acquire_without_the_tsg_switch() -> None:
+    at, v = 0x60_0000_0030, 0x1_0000_0002
+    switching = pb.Push().acquire(at, v).words
+    w = _device.wait_words(at, v)
+    # SEM_ADDR_LO (0x5c) + 4 incrementing on subchannel 0, then SEM_EXECUTE = ACQ_CIRC_GEQ (3) | PAYLOAD_SIZE 64BIT (1<<24)
+    assert w == [0x2005_0017, 0x30, 0x60, 2, 1, 0x0100_0003]
+    assert w[:-1] == switching[:-1] and switching[-1] == w[-1] | 1 << 12  # ACQUIRE_SWITCH_TSG is bit 12
+    with pytest.raises(ArigValueError):
+        _device.wait_words(at + 4, v)
+
+
+def test_copy_words_are_the_headers_bits() -> None:
+    dst, src, n = 0x12_3456_7800, 0x60_0000_1000, 0x1234
+    w = pb.Push().copy(dst, src, n).words
+    # OFFSET_IN_UPPER (0x400) + 3 incrementing, subchannel 4: SEC_OP 1, COUNT 4, SUBCH 4, ADDRESS 0x100
+    assert w == [0x2004_8100, 0x60, 0x1000, 0x12, 0x3456_7800,
+                 0x2001_8106, n,  # LINE_LENGTH_IN (0x418)
+                 0x2001_80C0, 0x186]  # LAUNCH_DMA (0x300): NON_PIPELINED 2 | FLUSH 1<<2 | SRC PITCH 1<<7 | DST PITCH 1<<8  # fmt: skip
+    r = pb.Push().copy_release(0x60_0000_0020, 0x1_0000_0005).words
+    # SET_SEMAPHORE_A (0x240) .. PAYLOAD_UPPER, then LAUNCH_DMA: FLUSH | FOUR_WORD (2<<3) | PAYLOAD TWO_WORD (1<<27)
+    assert r == [0x2004_8090, 0x60, 0x20, 5, 1, 0x2001_80C0, 0x0800_0014]
+
+
+@pytest.fixture
+def pair() -> Any:
+    """A compute and a copy queue over CPU memory at low addresses, each other's peers (the ordering rule)."""
+    size = 16 << 20
+    base = _rm._mmap(LOW, size, _rm.PROT_RW, _rm.MAP_PRIVATE | _rm.MAP_ANONYMOUS | _rm.MAP_FIXED_NOREPLACE)
+    try:
+        def mem(what: str, off: int, n: int) -> _rm.Mem:
+            return _rm.Mem(what, 0, base + off, n, True, _rm.Undo())
+
+        cch, kch = FakeChannel(mem("gpfifo", 0, 4096)), FakeChannel(mem("copy gpfifo", 0x1000, 4096))
+        doorbell, words = base + 0x2000, mem("words", 0x3000, 4096)
+        cq = _device.NvQueue(OWNER, cch, doorbell, mem("pushbuffer", 1 << 20, 64 << 10), mem("args", 2 << 20, 64 << 10), words)  # type: ignore[arg-type]
+        kq = _device.NvQueue(OWNER, kch, doorbell, mem("copy pushbuffer", 3 << 20, 256 << 10), None, words, index=1, copy=True)  # type: ignore[arg-type]
+        cq.peer, kq.peer = kq, cq
+        yield cq, kq, cch, kch, base
+    finally:
+        _rm._munmap(base, size)
+
+
+def test_copy_queue_words_and_completion(pair: Any) -> None:
+    cq, kq, _, kch, base = pair
+    assert kq.timeline_address == cq.timeline_address + 32 and kq.progress_address == cq.progress_address + 32
+    kq.copy(base + (5 << 20), base + (4 << 20), 100)
+    kq.copy(base, base, 0)  # nothing
+    kq.release(base + (6 << 20), 3)
+    kq.signal(9)
+    want = (pb.Push().copy(base + (5 << 20), base + (4 << 20), 100).copy_release(base + (6 << 20), 3)
+            .copy_release(kq.timeline_address, 9).extend(_device.wait_words(kq.timeline_address, 9)).non_stall_interrupt()
+            .copy_release(kq.progress_address, 1).words)  # fmt: skip
+    assert segment(kq, kch, 0) == want
+    assert cq.seq == 0 and cq.words == []  # the compute queue had nothing: no kick, no acquire
+    with pytest.raises(ArigValueError):
+        kq.copy(-1, 0, 4)
+    with pytest.raises(ArigValueError):
+        kq.copy(1 << 60, 0, 4)  # beyond the copy engine's 57 bits
+    with pytest.raises(ArigValueError, match="aligned"):
+        kq.release(base + 8, 1)
+
+
+def test_the_queues_wait_for_each_other(pair: Any, axpy: int) -> None:
+    cq, kq, cch, kch, base = pair
+    launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
+    launch.owner = OWNER
+    cq.launch(launch)  # pending on the compute queue
+    kq.copy(base + (5 << 20), base + (4 << 20), 64)
+    # the copy queue submitted the compute queue's pending launch, and waits for it on the GPU
+    assert cq.seq == 1 and cq.words == []
+    acq = _device.wait_words(cq.progress_address, 1)
+    assert kq.words[: len(acq)] == acq
+    kq.kick()
+    # the compute queue's next work waits for the copy; the signal too
+    cq.signal(4)
+    acq = _device.wait_words(kq.progress_address, 1)
+    assert segment(cq, cch, 1)[: len(acq)] == acq
+    # once the GPU is past the other queue's work, no acquire is needed
+    ctypes.c_uint64.from_address(kq.progress_address).value = 1
+    ctypes.c_uint64.from_address(cq.progress_address).value = 2
+    kq.copy(base + (5 << 20), base + (4 << 20), 64)
+    assert kq.words == pb.Push().copy(base + (5 << 20), base + (4 << 20), 64).words
+    # launch on the copy queue goes to the compute queue; copy on the compute queue to the copy queue
+    kq.launch(launch)
+    lw = launch_words(cq._args.va + launch.slot_bytes + launch.qmd_offset)  # the argument ring's second slot
+    assert kq.seq == 2 and cq.words[-len(lw) :] == lw
+    cq.copy(base + 64, base, 8)
+    assert cq.seq == 3 and kq.words[-9:] == pb.Push().copy(base + 64, base, 8).words
+
+
+class CpuCopyEngine(threading.Thread):
+    """Runs a copy queue's segments on the CPU: the copy engine's copies and releases, the host's semaphores."""
+
+    def __init__(self, nq: Any, ch: FakeChannel) -> None:
+        super().__init__(daemon=True)
+        self.nq, self.ch = nq, ch
+        self.halt = threading.Event()
+        self.copied = 0
+
+    def run(self) -> None:
+        done = 0
+        while not self.halt.is_set():
+            if done == self.nq.put:
+                time.sleep(1e-4)
+                continue
+            self.execute(segment(self.nq, self.ch, done % self.ch.entries))
+            done += 1
+
+    def execute(self, words: list[int]) -> None:
+        state: dict[tuple[int, int], int] = {}
+        i = 0
+        while i < len(words):
+            h = words[i]
+            count, subch, mthd = (h >> 16) & 0x1FFF, (h >> 13) & 7, (h & 0xFFF) << 2
+            assert h >> 29 == 1, f"{h:#x} is not an incrementing method"
+            vals = words[i + 1 : i + 1 + count]
+            i += 1 + count
+            for k, v in enumerate(vals):
+                state[(subch, mthd + 4 * k)] = v
+            last, v = mthd + 4 * (count - 1), vals[-1]
+            if subch == pb.SUBCH_COPY and last == pb.C8B5.LAUNCH_DMA:
+                if v & 3:
+                    src = state[(4, pb.C8B5.OFFSET_IN_UPPER)] << 32 | state[(4, pb.C8B5.OFFSET_IN_LOWER)]
+                    dst = state[(4, pb.C8B5.OFFSET_OUT_UPPER)] << 32 | state[(4, pb.C8B5.OFFSET_OUT_LOWER)]
+                    n = state[(4, pb.C8B5.LINE_LENGTH_IN)]
+                    ctypes.memmove(dst, src, n)
+                    self.copied += n
+                if (v >> 3) & 3 == 2:
+                    at = state[(4, pb.C8B5.SET_SEMAPHORE_A)] << 32 | state[(4, pb.C8B5.SET_SEMAPHORE_B)]
+                    ctypes.c_uint64.from_address(at).value = state[(4, pb.C8B5.SET_SEMAPHORE_PAYLOAD)] | state[(4, pb.C8B5.SET_SEMAPHORE_PAYLOAD_UPPER)] << 32
+            elif subch == pb.SUBCH_HOST and last == pb.C86F.SEM_EXECUTE:
+                at = state[(0, pb.C86F.SEM_ADDR_HI)] << 32 | state[(0, pb.C86F.SEM_ADDR_LO)]
+                payload = state[(0, pb.C86F.SEM_PAYLOAD_LO)] | state[(0, pb.C86F.SEM_PAYLOAD_HI)] << 32
+                if v & 7 == pb.C86F.SEM_EXECUTE_OPERATION_RELEASE:
+                    ctypes.c_uint64.from_address(at).value = payload
+                else:
+                    assert ctypes.c_uint64.from_address(at).value >= payload, "an acquire that would block"
+
+
+@pytest.mark.parametrize("nbytes", [1, 4096 * 3 + 5, 4 * 4096, 19 * 4096 + 7])
+def test_staging_round_trip_through_a_cpu_copy_engine(pair: Any, nbytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upload then download through 4 slots of 4 KiB: copies bigger than the staging area go chunk by chunk, slots reused."""
+    _, kq, _, kch, base = pair
+    kq.peer = None
+    monkeypatch.setattr(_device, "WAIT_S", 5.0)
+    b = object.__new__(_device.NvBackend)
+    b.copy_queue = kq
+    b.staging = _rm.Mem("staging", 0, base + (4 << 20), 4 * 4096, True, _rm.Undo())
+    b._slots = Slots(4, 4096)
+    engine = CpuCopyEngine(kq, kch)
+    engine.start()
+    try:
+        data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+        buf = base + (5 << 20)
+        b.stage_in(buf, data)
+        assert kq.seq == len(copy_chunks(nbytes, 4096))  # a submission per chunk
+        out = np.zeros(nbytes, np.uint8)
+        b.stage_out(buf, out)  # waits for each chunk's copy: the upload's are before it on the queue
+        assert np.array_equal(out, data)
+        assert ctypes.string_at(buf, nbytes) == data.tobytes()
+        assert engine.copied == 2 * nbytes
+    finally:
+        engine.halt.set()
+        engine.join()
+
+
+def test_staging_waits_are_bounded(pair: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, kq, _, kch, base = pair
+    kq.peer = None
+    monkeypatch.setattr(_device, "WAIT_S", 0.05)
+    b = object.__new__(_device.NvBackend)
+    b.copy_queue = kq
+    b.staging = _rm.Mem("staging", 0, base + (4 << 20), 4 * 4096, True, _rm.Undo())
+    b._slots = Slots(4, 4096)
+    with pytest.raises(DeviceHang, match="copy queue"):  # no copy engine runs: the first chunk never arrives
+        b.stage_out(base + (5 << 20), np.zeros(100, np.uint8))

@@ -1,22 +1,43 @@
 """The NV device: a backend that runs work on an NVIDIA GPU through the kernel driver alone (no libcuda).
 
+Two queues, two GPFIFO channels of one channel group: ``dev.queues[0]``
+(compute: launches) and ``dev.queues[1]`` (the copy engine,
+HOPPER_DMA_COPY_A on subchannel 4: ``queue.copy(dst, src, nbytes)``).
+Each has its own pushbuffer, timeline word and progress word.  **The two
+queues are ordered with each other**, unlike CUDA's independent streams,
+because copies feed kernels: before a queue takes new work it submits the
+other queue's pending words and acquires (ACQ_CIRC_GEQ) the other queue's
+progress word at the value last submitted there, unless the GPU is already
+past it (:class:`NvQueue`).  So ``upload``, ``submit(launch)``,
+``download`` give the kernel's result whatever queues they are on.
+
+``upload`` and ``download`` take memory of every kind through a pinned
+staging area of the device (``STAGING_BYTES``, cut into ``STAGING_SLOTS``
+slots), a chunk per copy-engine copy: an upload memcpys each chunk into a
+slot the GPU no longer reads, then copies slot -> buffer; a download copies
+buffer -> slot, waits for it (bounded) and memcpys out, with every slot in
+flight at once.  Both run in the fill, on the submit thread.
+
 Threads, and what each may do:
 
 * the device's **submit thread** opens the device (``NvBackend.__init__``),
-  runs fills (which append to the queue's pushbuffer), submits (GPFIFO entry,
-  GPPut, doorbell) at each ``signal``, allocates, loads, frees and closes:
-  every RM and UVM call is made here (``arig.nvrm._rm``);
-* the **event loop** never calls the driver: it reads the queue's timeline
-  word (pinned host memory the GPU releases values into) when the OS event
+  runs fills (which append to the queues' pushbuffers), submits (GPFIFO
+  entry, GPPut, doorbell) at each ``signal``, stages copies, allocates,
+  loads, frees and closes: every RM and UVM call is made here
+  (``arig.nvrm._rm``);
+* the **event loop** never calls the driver: it reads both queues' timeline
+  words (pinned host memory the GPU releases values into) when the OS event
   fd wakes it and on a 20 ms check while values are outstanding, which also
-  reads the channel's error notifier.
+  reads the channels' error notifiers.
 
 A value's completion is the GPU's own semaphore release after its work
-(RELEASE_WFI), followed by NON_STALL_INTERRUPT, which wakes the event fd.
-The fd merges wakes and carries no identity; the word is the only truth.
-``nvidia_poll`` clears the driver's pending flag on every poll, so the fd
-is registered once (``add_reader`` at bind) and the word is read in the
-callback, after the selector's poll re-armed it.
+(compute: a host release with RELEASE_WFI; copy: the copy engine's
+four-word release, flushed, then a host acquire of it), followed by
+NON_STALL_INTERRUPT, which wakes the event fd.  The fd merges wakes and
+carries no identity; the words are the only truth.  ``nvidia_poll`` clears
+the driver's pending flag on every poll, so the fd is registered once
+(``add_reader`` at bind) and the words are read in the callback, after the
+selector's poll re-armed it.
 """
 
 from __future__ import annotations
@@ -39,13 +60,16 @@ from ..device import Backend, deferred_result
 from . import _cubin, _rm
 from . import _exec_params as E
 from . import _push as pb
-from ._launch import LOCAL_BYTES_PER_THREAD, Launch, LoadedKernel, Ring, launch_words, register, unregister
+from ._launch import LOCAL_BYTES_PER_THREAD, Launch, LoadedKernel, Ring, Slots, copy_chunks, launch_words, register, unregister
 
-__all__ = ["NvBackend", "NvQueue", "NvChannelError", "KINDS"]
+__all__ = ["NvBackend", "NvQueue", "NvChannelError", "KINDS", "STAGING_BYTES", "STAGING_SLOTS"]
 
 #: Memory kinds: VRAM for the GPU only, VRAM also mapped to the CPU through BAR1, host memory.
 KINDS = ("device", "mapped", "pinned")
-PUSHBUFFER_BYTES = 2 << 20  # the probe's pushbuffer
+PUSHBUFFER_BYTES = 2 << 20  # the probe's pushbuffer (each queue has one)
+#: The pinned staging area every upload and download goes through, cut into slots (one copy-engine copy each).
+STAGING_BYTES = 64 << 20
+STAGING_SLOTS = 4
 ARGS_BYTES = 16 << 20  # the research's argument ring
 #: Pending pushbuffer words before a fill's launches are submitted without waiting for the signal.
 PENDING_MAX_WORDS = 16 << 10
@@ -57,12 +81,28 @@ WAIT_S = 30.0
 OPEN_WAIT_S = 5.0
 #: How long close waits for the loop to stop reading the device's memory before freeing it.
 QUIESCE_S = 2.0
-#: Offsets in the queue's page of pinned host memory: the timeline word, the internal progress word.
-TIMELINE_OFFSET, PROGRESS_OFFSET = 0, 16
+#: Offsets in a queue's part of the device's page of pinned host memory (queue i's part starts at
+#: i * WORDS_STRIDE): the timeline word, the internal progress word (16 bytes each: value, GPU time).
+TIMELINE_OFFSET, PROGRESS_OFFSET, WORDS_STRIDE = 0, 16, 32
 
 
 class NvChannelError(ArigError):
     """The RM reported an error of the device's channel (a fault the GPU's work made): the device is lost."""
+
+
+def wait_words(address: int, value: int) -> list[int]:
+    """A host acquire (ACQ_CIRC_GEQ, u64) that spins in its channel rather than switching the channel group out.
+
+    What the queues' ordering rule and the copy queue's interrupt use: the
+    channels that wait for each other are in one group, and the wait is
+    tinygrad's (which waits across its compute and copy channels of one group
+    this way).  ``NvQueue.acquire`` keeps ACQUIRE_SWITCH_TSG for waits on
+    anything else."""
+    execute = ((pb.C86F.SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ << pb.C86F.SEM_EXECUTE_OPERATION[1])
+               | (pb.C86F.SEM_EXECUTE_PAYLOAD_SIZE_64BIT << pb.C86F.SEM_EXECUTE_PAYLOAD_SIZE[1]))  # fmt: skip
+    if address % 8 or not 0 <= address < 1 << 57 or not 0 <= value < 1 << 64:
+        raise ArigValueError(f"a wait on {address:#x} for {value:#x}: the address must be 8-byte aligned in 57 bits, the value 64 bits")
+    return pb.Push().method(pb.SUBCH_HOST, pb.C86F.SEM_ADDR_LO, address & 0xFFFFFFFC, address >> 32, value & 0xFFFFFFFF, value >> 32, execute).words
 
 
 def _no_fill(queue: Any, arg: Any, v: int) -> None:
@@ -73,47 +113,72 @@ def _launch_fill(queue: NvQueue, launch: Launch, v: int) -> None:
     queue.launch(launch)
 
 
-def _host_copy(queue: NvQueue, arg: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]], v: int) -> None:
-    queue.drain()  # the GPU's earlier work may read or write the buffer: let it finish first
-    np.copyto(arg[0], arg[1])
-
-
 class NvQueue:
-    """The compute queue of an NV device: what Python fills receive (submit thread only).
+    """A queue of an NV device: what Python fills receive (submit thread only).
 
-    ``launch(l)`` enqueues a prepared :class:`Launch`; ``release(address,
-    value)`` and ``acquire(address, value)`` append host semaphore methods
-    (u64 payload, 16-byte aligned release with the GPU time after it, and an
-    ACQ_CIRC_GEQ acquire).  Nothing reaches the GPU until the device signals.
+    Queue 0 is the compute channel, queue 1 the copy channel (HOPPER_DMA_COPY_A
+    on subchannel 4).  ``launch(l)`` enqueues a prepared :class:`Launch` on
+    the compute channel, ``copy(dst, src, nbytes)`` a copy-engine copy
+    (pitch, non-pipelined, flushed) on the copy channel, whichever queue it
+    is called on; ``release(address, value)`` (u64 payload, 16-byte aligned,
+    the GPU time after it; a host release after WFI on the compute channel,
+    the copy engine's four-word release on the copy one) and
+    ``acquire(address, value)`` (ACQ_CIRC_GEQ) go to this queue's channel.
+    Nothing reaches the GPU until the device signals (or a copy is staged).
+
+    **The two queues are ordered with each other** (unlike CUDA's independent
+    streams, because copies feed kernels): before a queue takes new work (a
+    launch, a copy, a release, a signal) it submits the other queue's pending
+    words and, unless the GPU is already past them, acquires the other
+    queue's progress word at the value last submitted there.  So
+    ``upload``, ``submit(launch)``, ``download`` give the kernel's result,
+    and every value of either queue completes after the work of both queues
+    submitted before it.
     """
 
-    def __init__(self, owner: int, channel: _rm.Channel, doorbell: int, pushbuf: _rm.Mem, args: _rm.Mem, words: _rm.Mem) -> None:
-        self.index = 0
+    def __init__(self, owner: int, channel: Any, doorbell: int, pushbuf: _rm.Mem, args: _rm.Mem | None, words: _rm.Mem,
+                 *, index: int = 0, copy: bool = False, error: Callable[[], str | None] | None = None) -> None:
+        self.index = index
+        self.engine = "copy" if copy else "compute"
+        self._is_copy = copy
         self._owner = owner
-        self._ch = channel
+        self._ch = channel  # a _rm.Gpfifo: ring, entries, userd_offset, token
+        self._error: Callable[[], str | None] = channel.error if error is None else error
         self._doorbell = ctypes.c_uint32.from_address(doorbell + E.USERMODE_NOTIFY_CHANNEL_PENDING)
         self._gp_put = channel.ring.u32(channel.userd_offset + E.USERD_GP_PUT)
         self._pb, self._args = pushbuf, args
-        self.timeline_address = words.va + TIMELINE_OFFSET
-        self.progress_address = words.va + PROGRESS_OFFSET
-        self._progress = words.u64(PROGRESS_OFFSET)
+        base = index * WORDS_STRIDE
+        self.timeline_address = words.va + base + TIMELINE_OFFSET
+        self.progress_address = words.va + base + PROGRESS_OFFSET
+        self._timeline = words.u64(base + TIMELINE_OFFSET)
+        self._progress = words.u64(base + PROGRESS_OFFSET)
         self._pb_ring = Ring(pushbuf.size)
-        self._arg_ring = Ring(args.size)
+        self._arg_ring = Ring(args.size) if args is not None else None
         self._gp_fences: deque[tuple[int, int]] = deque()  # (seq, entries put after it)
         self._gp_done = 0
         self.words: list[int] = []  # pending pushbuffer words
         self.seq = 0  # submissions made (the progress word's values)
         self.put = 0  # GPFIFO entries written
         self.aborted = False
+        #: The device's other queue (the ordering rule), and its submission this queue last waited for.
+        self.peer: NvQueue | None = None
+        self.peer_acquired = 0
         self._fence = threading.Lock()  # acquiring it is a locked instruction: the WC writes are out before the doorbell
 
     # -- what fills call -------------------------------------------------------------
     def launch(self, launch: Launch) -> None:
-        """Enqueue ``launch``: its bank 0 and QMD into the argument ring, the launch methods into the pushbuffer."""
+        """Enqueue ``launch`` on the compute channel: its bank 0 and QMD into the argument ring, the launch methods into the pushbuffer."""
+        if self._is_copy:
+            if self.peer is None:
+                raise ArigTypeError("this copy queue has no compute queue to launch on")
+            self.peer.launch(launch)
+            return
         if type(launch) is not Launch:
             raise ArigTypeError(f"queue.launch takes an arig.nvrm.Launch, got {type(launch).__name__}")
         if launch.owner != self._owner:
             raise ArigValueError(f"{launch!r} is of a kernel another NV device loaded")
+        assert self._arg_ring is not None and self._args is not None
+        self._after_peer()
         if len(self.words) > PENDING_MAX_WORDS:
             self.kick()
         off = self._reserve(self._arg_ring, launch.slot_bytes)
@@ -122,11 +187,31 @@ class NvQueue:
         ctypes.memmove(at, image, len(image))
         self.words += launch_words(at + launch.qmd_offset)
 
-    def release(self, address: int, value: int) -> None:
-        """A host semaphore release of ``value`` at ``address`` after the work before it (WFI, u64, GPU time)."""
+    def copy(self, dst: int, src: int, nbytes: int) -> None:
+        """Enqueue a copy-engine copy of ``nbytes`` from GPU address ``src`` to ``dst`` on the copy channel (pieces under 2 GiB)."""
+        if not self._is_copy:
+            if self.peer is None:
+                raise ArigTypeError("this compute queue has no copy queue to copy on")
+            self.peer.copy(dst, src, nbytes)
+            return
+        for what, x in (("dst", dst), ("src", src), ("nbytes", nbytes)):
+            if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+                raise ArigValueError(f"queue.copy: {what} must be an int >= 0, got {safe_repr(x)}")
+        if nbytes == 0:
+            return
+        words = pb.Push().copy(dst, src, nbytes).words  # checks the addresses before anything is enqueued
+        self._after_peer()
         if len(self.words) > PENDING_MAX_WORDS:
             self.kick()
-        self.words += pb.Push().release(address, value).words
+        self.words += words
+
+    def release(self, address: int, value: int) -> None:
+        """A semaphore release of ``value`` at ``address`` (16-byte aligned) after the work before it (u64, GPU time)."""
+        words = (pb.Push().copy_release(address, value) if self._is_copy else pb.Push().release(address, value)).words
+        self._after_peer()
+        if len(self.words) > PENDING_MAX_WORDS:
+            self.kick()
+        self.words += words
 
     def acquire(self, address: int, value: int) -> None:
         """Make the queue wait until the u64 at ``address`` is >= ``value`` (ACQ_CIRC_GEQ)."""
@@ -135,19 +220,50 @@ class NvQueue:
         self.words += pb.Push().acquire(address, value).words
 
     # -- submission (the device's submit thread) ------------------------------------
+    def _after_peer(self) -> None:
+        """The ordering rule: the other queue's pending words go out, and this queue waits for them on the GPU."""
+        p = self.peer
+        if p is None:
+            return
+        if p.words:
+            p.kick()
+        s = p.seq
+        if s > self.peer_acquired:
+            self.peer_acquired = s
+            if p._progress.value < s:  # already done: nothing to wait for
+                self.words += wait_words(p.progress_address, s)
+
     def signal(self, v: int, *, interrupt: bool = True) -> None:
         """Release ``v`` into the timeline word after the work so far (then NON_STALL_INTERRUPT), and submit."""
+        self._after_peer()
         self.kick(value=v, interrupt=interrupt)
 
-    def kick(self, value: int | None = None, interrupt: bool = False) -> None:
-        """Submit the pending words (and a timeline release) as one GPFIFO entry ending in a progress release."""
-        p = pb.Push().extend(self.words)
+    def tail(self, value: int | None, interrupt: bool, seq: int) -> pb.Push:
+        """The words that end a GPFIFO entry: the timeline release (and its interrupt), then the progress release.
+
+        Compute: host releases after WFI, then NON_STALL_INTERRUPT.  Copy: the copy
+        engine's four-word releases (flushed, after its copies); the host then
+        acquires the timeline value it released, so the NON_STALL_INTERRUPT that
+        wakes the event fd comes after the value is in memory."""
+        p = pb.Push()
+        if self._is_copy:
+            if value is not None:
+                p.copy_release(self.timeline_address, value)
+                if interrupt:
+                    p.extend(wait_words(self.timeline_address, value))
+            if interrupt:
+                p.non_stall_interrupt()
+            return p.copy_release(self.progress_address, seq)
         if value is not None:
             p.release(self.timeline_address, value)
         if interrupt:
             p.non_stall_interrupt()
+        return p.release(self.progress_address, seq)
+
+    def kick(self, value: int | None = None, interrupt: bool = False) -> None:
+        """Submit the pending words (and a timeline release) as one GPFIFO entry ending in a progress release."""
         seq = self.seq + 1
-        p.release(self.progress_address, seq)
+        p = pb.Push().extend(self.words).extend(self.tail(value, interrupt, seq).words)
         data = p.data()
         self._retire()
         while self.put - self._gp_done >= self._ch.entries - 1:
@@ -173,10 +289,18 @@ class NvQueue:
                 self.kick()
             self._wait_progress(self.seq, "the queue's work to finish")
 
+    def wait(self, seq: int, what: str) -> None:
+        """Wait (bounded, submit thread) until the GPU has done this queue's submission ``seq``."""
+        if seq > self.seq:
+            raise ArigValueError(f"submission {seq} of {self!r} was never made")
+        if self._progress.value < seq:
+            self._wait_progress(seq, what)
+
     def _retire(self) -> None:
         done = self._progress.value
         self._pb_ring.retire(done)
-        self._arg_ring.retire(done)
+        if self._arg_ring is not None:
+            self._arg_ring.retire(done)
         fences = self._gp_fences
         while fences and fences[0][0] <= done:
             self._gp_done = fences.popleft()[1]
@@ -203,17 +327,25 @@ class NvQueue:
         while self._progress.value < target:
             if self.aborted:
                 raise DeviceStopped("the NV device was lost while its submit thread waited for the GPU")
-            err = self._ch.error()
+            err = self._error()
             if err is not None:
                 raise NvChannelError(err)
             if time.monotonic() > deadline:
-                raise DeviceHang(f"waiting for {what}: the GPU did not reach submission {target} in {WAIT_S} s (it is at {self._progress.value})")
+                raise DeviceHang(f"waiting for {what}: the GPU did not reach submission {target} of the {self.engine} queue in {WAIT_S} s (it is at {self._progress.value})")
             time.sleep(pause)
             pause = min(pause * 2, 1e-3)
         self._retire()
 
     def __repr__(self) -> str:
-        return f"<arig.nvrm.NvQueue {self.index} submitted={self.seq}>"
+        return f"<arig.nvrm.NvQueue {self.index} ({self.engine}) submitted={self.seq}>"
+
+
+def _upload_fill(queue: NvQueue, arg: tuple[NvBackend, int, np.ndarray[Any, Any]], v: int) -> None:
+    arg[0].stage_in(arg[1], arg[2])
+
+
+def _download_fill(queue: NvQueue, arg: tuple[NvBackend, int, np.ndarray[Any, Any]], v: int) -> None:
+    arg[0].stage_out(arg[1], arg[2])
 
 
 class _Submitter:
@@ -232,7 +364,7 @@ class _Submitter:
 
 
 class NvBackend(Backend):
-    """GPU ``index`` through NVIDIA's kernel driver: one compute queue, memory, cubins, completion by the OS event fd."""
+    """GPU ``index`` through NVIDIA's kernel driver: a compute and a copy queue, memory, cubins, completion by the OS event fd."""
 
     def __init__(self, name: str, bus: str) -> None:
         self.name = name
@@ -244,7 +376,7 @@ class NvBackend(Backend):
         self._tick: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reader = False
-        self._seen = 0
+        self._seen = [0, 0]
         self._lost_told = False
         self._quiet = threading.Event()
         proc = _rm.process()
@@ -275,37 +407,49 @@ class NvBackend(Backend):
         if gpu.compute_cls != E.HOPPER_COMPUTE_A or self.arch != "sm_90":
             raise OpenError(f"cannot open {self.name}: arig's NV path launches with Hopper's QMD V04 (sm_90); GPU {gpu.bus} is {self.arch} with compute class {gpu.compute_cls:#x}")
         self.hang_ms = facts.get("hang_ms")
-        self.channel = ch = _rm.Channel(gpu)
+        self.channel = ch = _rm.Channel(gpu, copy=True)
+        assert ch.copy is not None and gpu.copy_cls is not None
         self._ev = gpu.os_event(self._event_undo)
         words = self._keep(gpu.host("timeline", _rm.PAGE_4K))
         per_tpc = pb.local_bytes_per_tpc(LOCAL_BYTES_PER_THREAD)
         local = self._keep(gpu.vram("local", per_tpc * MAX_TPCS, cpu=False))
         pushbuf = self._keep(gpu.vram("pushbuffer", PUSHBUFFER_BYTES))
         args = self._keep(gpu.vram("arguments", ARGS_BYTES))
-        self.queue = NvQueue(id(self), ch, gpu.doorbell, pushbuf, args, words)
-        self._word = words.u64(TIMELINE_OFFSET)
-        self.queue_handles = [self.queue]
-        # The channel's first pushbuffer: bind the compute engine, place the windows and local memory.
+        copy_pushbuf = self._keep(gpu.vram("copy pushbuffer", PUSHBUFFER_BYTES))
+        self.staging = self._keep(gpu.host("staging", STAGING_BYTES))
+        self._slots = Slots(STAGING_SLOTS, STAGING_BYTES // STAGING_SLOTS)
+        self.queue = NvQueue(id(self), ch.fifo, gpu.doorbell, pushbuf, args, words, error=ch.error)
+        self.copy_queue = NvQueue(id(self), ch.copy, gpu.doorbell, copy_pushbuf, None, words, index=1, copy=True, error=ch.error)
+        self.queue.peer, self.copy_queue.peer = self.copy_queue, self.queue
+        self.queue_handles = [self.queue, self.copy_queue]
+        self._words = [q._timeline for q in self.queue_handles]
+        # Each channel's first pushbuffer: bind its engine (compute: subchannel 1, with the windows
+        # and local memory; copy: subchannel 4).  Added as words: the ordering rule is not involved yet.
         self.queue.words += pb.setup(gpu.compute_cls, None, local_address=local.va, local_per_tpc=per_tpc).words
         self.queue.kick()
+        self.copy_queue.words += pb.Push().set_object(pb.SUBCH_COPY, gpu.copy_cls).words
+        self.copy_queue.kick()
         t0 = time.monotonic()
-        while self.queue._progress.value < 1:
+        while self.queue._progress.value < 1 or self.copy_queue._progress.value < 1:
             err = ch.error()
             if err is not None:
                 raise NvChannelError(err)
             if time.monotonic() - t0 > OPEN_WAIT_S:
-                raise DeviceHang(f"the new channel did not run its first pushbuffer within {OPEN_WAIT_S} s")
+                late = [q.engine for q in self.queue_handles if q._progress.value < 1]
+                raise DeviceHang(f"the new {' and '.join(late)} channel(s) did not run their first pushbuffer within {OPEN_WAIT_S} s")
             time.sleep(50e-6)
-        classes = {"usermode": gpu.usermode_cls, "gpfifo": gpu.gpfifo_cls, "compute": gpu.compute_cls}
+        classes = {"usermode": gpu.usermode_cls, "gpfifo": gpu.gpfifo_cls, "compute": gpu.compute_cls, "copy": gpu.copy_cls}
         p = gpu.p
         assert p.va is not None
         self.facts = {
             "name": facts.get("name"), "bus": gpu.bus, "uuid": facts.get("uuid"), "chip": facts.get("chip"),
             "memory_total": facts.get("memory_total"), "bar1_size": facts.get("bar1_size"), "hang_ms": self.hang_ms,
-            "driver": p.release, "classes": {k: f"0x{v:04x}" for k, v in classes.items()}, "queues": 1,
-            "kinds": KINDS, "completion": "OS event fd (NON_STALL_INTERRUPT) + 20 ms check of the timeline word",
+            "driver": p.release, "classes": {k: f"0x{v:04x}" for k, v in classes.items()}, "queues": 2,
+            "kinds": KINDS, "completion": "OS event fd (NON_STALL_INTERRUPT) + 20 ms check of both queues' timeline words",
             "error_notifier": "read" if ch.notifier.cpu else "not CPU-mapped: channel errors are seen only as hangs",
-            "reservation": f"{p.va.base:#x}+{p.va.size:#x}", "copies": "pinned and mapped memory only (no copy engine yet)",
+            "reservation": f"{p.va.base:#x}+{p.va.size:#x}",
+            "copies": (f"every kind, by the copy engine (queue 1, HOPPER_DMA_COPY_A) through a {STAGING_BYTES >> 20} MiB pinned staging area "
+                       f"in {STAGING_BYTES // STAGING_SLOTS >> 20} MiB chunks; the two queues are ordered with each other"),
         }  # fmt: skip
 
     def _keep(self, m: _rm.Mem) -> _rm.Mem:
@@ -341,10 +485,12 @@ class NvBackend(Backend):
         tl = self.timeline
         if self._closed or tl.lost is not None:
             return
-        v = self._word.value
-        if v > self._seen:
-            self._seen = v
-            tl.report_local(0, v)
+        seen = self._seen
+        for i, word in enumerate(self._words):
+            v = word.value
+            if v > seen[i]:
+                seen[i] = v
+                tl.report_local(i, v)
         ch = self.channel
         err = ch.error() if ch is not None else None
         if err is not None and not self._lost_told:
@@ -363,7 +509,8 @@ class NvBackend(Backend):
             self._arm_tick()
 
     def abort(self) -> None:
-        self.queue.aborted = True
+        for q in self.queue_handles:
+            q.aborted = True
 
     def _quiesce(self) -> None:
         """Loop thread, asked by close: read the device's memory no more (the submit thread then frees it)."""
@@ -405,7 +552,7 @@ class NvBackend(Backend):
 
     # -- the submit thread ---------------------------------------------------------------
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
-        r = fill(self.queue, arg, v)
+        r = fill(self.queue_handles[qi], arg, v)
         if r is None:
             return
         if type(r) is not bool and not isinstance(r, np.bool_):
@@ -422,7 +569,7 @@ class NvBackend(Backend):
         raise ArigTypeError(f"fill returned {safe_repr(r)} of type {type(r).__name__}; a fill returns None, 0 or an int error code")
 
     def signal(self, qi: int, v: int) -> None:
-        self.queue.signal(v)
+        self.queue_handles[qi].signal(v)
 
     def mark(self, qi: int, v: int) -> None:
         """Nothing: values are released at ``signal`` (at least every 32 fills); the rings track progress on their own."""
@@ -459,7 +606,8 @@ class NvBackend(Backend):
             self._orphans.append(m)
             return
         try:
-            self.queue.drain()
+            for q in self.queue_handles:
+                q.drain()
         except Exception:  # noqa: BLE001 - the GPU may still use it: keep it until close
             self._orphans.append(m)
             return
@@ -468,15 +616,49 @@ class NvBackend(Backend):
             _log.fallback(f"{self.name}: freeing {m.what} memory: {'; '.join(failures)}")
 
     def copy_fill(self, buf: Buffer, array: np.ndarray[Any, Any], to_device: bool) -> tuple[Any, Any]:
-        if buf.kind == "device":
-            raise ArigTypeError(
-                f"{self.name} copies only pinned and mapped memory (through the CPU, in queue order); 'device' memory needs the copy engine, "
-                "which arig.nvrm does not drive yet: allocate kind='pinned' or kind='mapped'"
-            )
+        """Any kind of memory: the copy engine, through the staging area (``stage_in`` / ``stage_out`` on the submit thread)."""
         flat = array.reshape(-1).view(np.uint8)
-        mem = buf.numpy()[: flat.nbytes]
-        src, dst = (flat, mem) if to_device else (mem, flat)
-        return _host_copy, (dst, src)
+        return (_upload_fill if to_device else _download_fill), (self, buf.address, flat)
+
+    def stage_in(self, address: int, src: np.ndarray[Any, Any]) -> None:
+        """Copy ``src`` (flat bytes) to GPU address ``address``: per chunk, a CPU memcpy into a staging slot the
+        GPU no longer reads, then a copy-engine copy from it (each chunk its own submission of the copy queue).
+
+        Returns once the copies are submitted; the queues' ordering makes later work wait for them."""
+        cq, slots, base = self.copy_queue, self._slots, self.staging.va
+        at_src = src.ctypes.data
+        for off, n in copy_chunks(src.nbytes, slots.size):
+            i, busy = slots.take()
+            cq.wait(busy, "a staging slot the copy engine reads")
+            at = base + slots.offset(i)
+            ctypes.memmove(at, at_src + off, n)
+            cq.copy(address + off, at, n)
+            cq.kick()
+            slots.used(i, cq.seq)
+
+    def stage_out(self, address: int, dst: np.ndarray[Any, Any]) -> None:
+        """Copy ``dst.nbytes`` bytes from GPU address ``address`` into ``dst`` (flat bytes): per chunk, a copy-engine
+        copy into a staging slot, a bounded wait for it, a CPU memcpy out; up to every slot in flight at once."""
+        cq, slots, base = self.copy_queue, self._slots, self.staging.va
+        at_dst = dst.ctypes.data
+        flight: deque[tuple[int, int, int, int]] = deque()  # (slot, submission, offset, size)
+
+        def finish() -> None:
+            i, seq, off, n = flight.popleft()
+            cq.wait(seq, "a copy into the staging area")
+            ctypes.memmove(at_dst + off, base + slots.offset(i), n)
+
+        for off, n in copy_chunks(dst.nbytes, slots.size):
+            if len(flight) == slots.count:
+                finish()
+            i, busy = slots.take()
+            cq.wait(busy, "a staging slot the copy engine reads")
+            cq.copy(base + slots.offset(i), address + off, n)
+            cq.kick()
+            slots.used(i, cq.seq)
+            flight.append((i, cq.seq, off, n))
+        while flight:
+            finish()
 
     def load(self, image: bytes) -> Image:
         cubin = _cubin.parse(image)

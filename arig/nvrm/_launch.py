@@ -1,4 +1,4 @@
-"""Launches of the NV device, and the ring arithmetic of its pushbuffer and argument rings.
+"""Launches of the NV device, the ring arithmetic of its pushbuffer and argument rings, and of its copies' staging.
 
 Pure: no file descriptor, no driver; any thread (a :class:`Launch` is made on
 the event loop).  A kernel is known by the id :meth:`arig.Image.function`
@@ -24,7 +24,10 @@ from . import _cubin
 from . import _push as pb
 from . import _qmd as q
 
-__all__ = ["Launch", "Ring", "LoadedKernel", "register", "unregister", "kernel_of", "launch_words", "LOCAL_BYTES_PER_THREAD", "SLOT_ALIGN"]
+__all__ = [
+    "Launch", "Ring", "LoadedKernel", "Slots", "register", "unregister", "kernel_of", "launch_words", "copy_chunks",
+    "LOCAL_BYTES_PER_THREAD", "SLOT_ALIGN",
+]
 
 #: Local memory (stack) the channel provides per thread, the 0x240 above STACK_TOP included:
 #: kernels needing more are refused at Launch.
@@ -202,3 +205,45 @@ class Ring:
     @property
     def used(self) -> int:
         return self.head - self.tail
+
+
+def copy_chunks(nbytes: int, chunk: int) -> list[tuple[int, int]]:
+    """The ``(offset, size)`` pieces, in order, of a copy of ``nbytes`` through staging slots of ``chunk`` bytes.
+
+    Every piece but the last is ``chunk`` bytes; a copy of 0 bytes has no pieces."""
+    if chunk <= 0:
+        raise ArigValueError(f"a staging slot holds at least one byte, not {chunk}")
+    if nbytes < 0:
+        raise ArigValueError(f"a copy moves 0 or more bytes, not {nbytes}")
+    return [(off, min(chunk, nbytes - off)) for off in range(0, nbytes, chunk)]
+
+
+class Slots:
+    """A staging area cut into ``count`` slots of ``size`` bytes, used round-robin.
+
+    Each slot remembers the copy-queue submission that last used it: the
+    CPU may touch a slot again once the GPU reached that submission.
+    :meth:`take` gives the next slot and that submission; :meth:`used`
+    records the submission that now uses it.
+    """
+
+    __slots__ = ("count", "size", "seq", "next")
+
+    def __init__(self, count: int, size: int) -> None:
+        if count <= 0 or size <= 0:
+            raise ArigValueError(f"staging needs at least one slot of at least one byte, not {count} of {size}")
+        self.count, self.size = count, size
+        self.seq = [0] * count
+        self.next = 0
+
+    def take(self) -> tuple[int, int]:
+        """The next slot, and the submission the GPU must reach before the CPU may touch it."""
+        i = self.next
+        self.next = (i + 1) % self.count
+        return i, self.seq[i]
+
+    def used(self, slot: int, seq: int) -> None:
+        self.seq[slot] = max(self.seq[slot], seq)
+
+    def offset(self, slot: int) -> int:
+        return slot * self.size

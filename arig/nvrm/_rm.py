@@ -15,9 +15,10 @@ lifetimes:
   usermode doorbell page and VA space (+ UVM registration), made by the
   GPU's first open and reused by later opens;
 * **a device** (:class:`Channel`, :class:`Mem`, :meth:`Gpu.os_event`): a
-  channel with its group, context share, error notifier, GPFIFO ring and
-  USERD, engine object, work-submit token, UVM registration and schedule;
-  memory; the OS event fd.  Each is made with an undo list (the probe's) and
+  channel group with its context share and two GPFIFO channels
+  (:class:`Gpfifo`: the compute one and the copy one, each with its error
+  notifier, GPFIFO ring and USERD, engine object, work-submit token and UVM
+  registration), then its schedule; memory; the OS event fd.  Each is made with an undo list (the probe's) and
   freed in reverse order, on every path.
 
 Every refusal of the RM raises :class:`~arig.nvrm.RmError` naming the call
@@ -43,7 +44,7 @@ from . import _client, _fd
 from . import _exec_params as E
 from . import _params as P
 
-__all__ = ["Undo", "VaAllocator", "Process", "Gpu", "Mem", "Channel", "process", "RESERVATIONS", "PAGE_2M", "PAGE_4K"]
+__all__ = ["Undo", "VaAllocator", "Process", "Gpu", "Mem", "Gpfifo", "Channel", "process", "RESERVATIONS", "PAGE_2M", "PAGE_4K"]
 
 MIB = 1 << 20
 PAGE_2M = 2 * MIB
@@ -628,54 +629,53 @@ XID = {
 }
 
 
-class Channel:
-    """A GPFIFO channel with its group, context share, error notifier, ring + USERD, engine object and schedule."""
+class Gpfifo:
+    """One GPFIFO channel of a group: error notifier, ring + USERD, engine object, work-submit token, UVM registration.
 
-    def __init__(self, gpu: Gpu) -> None:
-        self.gpu = gpu
-        self.undo = Undo()
-        try:
-            self._make()
-        except BaseException:
-            self.undo.unwind()
-            raise
+    Made as the probe made the compute channel (the research's §1 step 12, done
+    for each of the compute and DMA channels); its undo steps go to ``undo``
+    (the group's), so the group frees it in reverse order."""
 
-    def _make(self) -> None:
-        g, p, u = self.gpu, self.gpu.p, self.undo
-        self.tsg = p.alloc_undo(u, g.device, E.KEPLER_CHANNEL_GROUP_A, E.NvChannelGroupAllocationParameters(engineType=E.NV2080_ENGINE_TYPE_GRAPHICS), "channel group")
-        self.ctxshare = p.alloc_undo(u, self.tsg, E.FERMI_CONTEXT_SHARE_A,
-                                     E.NvCtxshareAllocationParameters(hVASpace=g.vaspace, flags=E.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC), "context share")  # fmt: skip
-        self.notifier = g.sysmem_uncached("notifier", NOTIFIER_BYTES, cpu=True)
-        u.push("free notifier", lambda: _raise_failures(self.notifier.free()))
-        self.ring = g.vram("gpfifo", GPFIFO_ENTRIES * 8 + E.USERD_BYTES, contiguous=True)
-        u.push("free gpfifo", lambda: _raise_failures(self.ring.free()))
+    def __init__(self, gpu: Gpu, tsg: int, ctxshare: int, engine_cls: int, what: str, undo: Undo) -> None:
+        g, p, u = gpu, gpu.p, undo
+        self.what = what
+        pre = "" if what == "compute" else f"{what} "
+        self.notifier = g.sysmem_uncached(f"{pre}notifier", NOTIFIER_BYTES, cpu=True)
+        notifier = self.notifier
+        u.push(f"free {pre}notifier", lambda: _raise_failures(notifier.free()))
+        self.ring = g.vram(f"{pre}gpfifo", GPFIFO_ENTRIES * 8 + E.USERD_BYTES, contiguous=True)
+        ring = self.ring
+        u.push(f"free {pre}gpfifo", lambda: _raise_failures(ring.free()))
         self.entries = GPFIFO_ENTRIES
         self.userd_offset = GPFIFO_ENTRIES * 8
         cp = E.NvChannelAllocParams(hObjectError=self.notifier.handle, hObjectBuffer=self.ring.handle, gpFifoOffset=self.ring.va,
-                                    gpFifoEntries=GPFIFO_ENTRIES, hContextShare=self.ctxshare)  # fmt: skip
+                                    gpFifoEntries=GPFIFO_ENTRIES, hContextShare=ctxshare)  # fmt: skip
         cp.hUserdMemory[0] = self.ring.handle
         cp.userdOffset[0] = self.userd_offset
-        self.channel = p.alloc_undo(u, self.tsg, g.gpfifo_cls, cp, "channel")
-        self.compute = p.alloc_undo(u, self.channel, g.compute_cls, None, "compute object")
+        self.channel = ch = p.alloc_undo(u, tsg, g.gpfifo_cls, cp, f"{pre}channel")
+        self.engine = p.alloc_undo(u, ch, engine_cls, None, f"{what} object")
         t = E.WorkSubmitTokenParams()
-        p.control(self.channel, E.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN, t, "work submit token")
+        p.control(ch, E.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN, t, f"{pre}work submit token")
         self.token = int(t.workSubmitToken)
         va = p.va
         assert va is not None
         base = va.alloc(CHANNEL_UVM_BYTES, PAGE_2M)
-        u.push("free channel VA range", lambda: va.free(base))
-        r = E.UvmRegisterChannelParams(rmCtrlFd=p.ctl, hClient=p.root, hChannel=self.channel, base=base, length=CHANNEL_UVM_BYTES)
+        u.push(f"free {pre}channel VA range", lambda: va.free(base))
+        r = E.UvmRegisterChannelParams(rmCtrlFd=p.ctl, hClient=p.root, hChannel=ch, base=base, length=CHANNEL_UVM_BYTES)
         ctypes.memmove(r.gpuUuid, g.uuid, 16)
-        p.uvm(p.uvm_fd, E.UVM_REGISTER_CHANNEL, r, "UVM_REGISTER_CHANNEL")
+        p.uvm(p.uvm_fd, E.UVM_REGISTER_CHANNEL, r, f"UVM_REGISTER_CHANNEL ({what})")
 
         def unregister() -> None:
-            x = E.UvmUnregisterChannelParams(hClient=p.root, hChannel=self.channel)
+            x = E.UvmUnregisterChannelParams(hClient=p.root, hChannel=ch)
             ctypes.memmove(x.gpuUuid, g.uuid, 16)
-            p.uvm(p.uvm_fd, E.UVM_UNREGISTER_CHANNEL, x, "UVM_UNREGISTER_CHANNEL")
+            p.uvm(p.uvm_fd, E.UVM_UNREGISTER_CHANNEL, x, f"UVM_UNREGISTER_CHANNEL ({what})")
 
-        u.push("UVM unregister channel", unregister)
-        p.control(self.tsg, E.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, E.GpfifoScheduleParams(bEnable=1), "schedule channel group")
-        # What the notifier held before any error: a change from it is the channel's error.
+        u.push(f"UVM unregister {pre}channel", unregister)
+        self.notifier_base = b""
+        self.note_base()
+
+    def note_base(self) -> None:
+        """What the notifier holds before any error: a change from it is the channel's error."""
         self.notifier_base = ctypes.string_at(self.notifier.va, 16) if self.notifier.cpu else b""
 
     def error(self) -> str | None:
@@ -690,7 +690,55 @@ class Channel:
             return None
         ts, info32, info16, status = int.from_bytes(now[0:8], "little"), int.from_bytes(now[8:12], "little"), int.from_bytes(now[12:14], "little"), int.from_bytes(now[14:16], "little")
         what = XID.get(info32, "see NVIDIA's Xid catalogue")
-        return f"the RM ended the channel with Xid {info32}: {what} (error notifier info16={info16:#x} status={status:#x}, GPU time {ts})"
+        return f"the RM ended the {self.what} channel with Xid {info32}: {what} (error notifier info16={info16:#x} status={status:#x}, GPU time {ts})"
+
+
+class Channel:
+    """A channel group (GRAPHICS) with its context share, a compute GPFIFO channel and, with ``copy``, a copy one, then its schedule.
+
+    The copy channel sits in the compute channel's group and context share, as
+    tinygrad makes its DMA channel (§1 steps 10-13): both are made and registered
+    with UVM before the group is scheduled once (scheduling first fails).  Its
+    engine object (``gpu.copy_cls``, HOPPER_DMA_COPY_A on the H200) is bound
+    to subchannel 4 by the channel's first pushbuffer.  The compute channel's
+    parts are also this object's attributes (``ring``, ``token``, ...)."""
+
+    def __init__(self, gpu: Gpu, *, copy: bool = False) -> None:
+        self.gpu = gpu
+        self.undo = Undo()
+        self.copy: Gpfifo | None = None
+        try:
+            self._make(copy)
+        except BaseException:
+            self.undo.unwind()
+            raise
+
+    def _make(self, copy: bool) -> None:
+        g, p, u = self.gpu, self.gpu.p, self.undo
+        self.tsg = p.alloc_undo(u, g.device, E.KEPLER_CHANNEL_GROUP_A, E.NvChannelGroupAllocationParameters(engineType=E.NV2080_ENGINE_TYPE_GRAPHICS), "channel group")
+        self.ctxshare = p.alloc_undo(u, self.tsg, E.FERMI_CONTEXT_SHARE_A,
+                                     E.NvCtxshareAllocationParameters(hVASpace=g.vaspace, flags=E.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC), "context share")  # fmt: skip
+        self.fifo = f = Gpfifo(g, self.tsg, self.ctxshare, g.compute_cls, "compute", u)
+        self.notifier, self.ring, self.entries, self.userd_offset = f.notifier, f.ring, f.entries, f.userd_offset
+        self.channel, self.compute, self.token = f.channel, f.engine, f.token
+        if copy:
+            if g.copy_cls is None:
+                raise OpenError(f"GPU {g.bus} offers no copy engine class arig knows ({', '.join(hex(c) for c in E.COPY_CLASSES)})")
+            self.copy = Gpfifo(g, self.tsg, self.ctxshare, g.copy_cls, "copy", u)
+        p.control(self.tsg, E.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, E.GpfifoScheduleParams(bEnable=1), "schedule channel group")
+        for x in self.fifos():
+            x.note_base()
+
+    def fifos(self) -> list[Gpfifo]:
+        return [self.fifo] if self.copy is None else [self.fifo, self.copy]
+
+    def error(self) -> str | None:
+        """The first error the RM wrote into a notifier of the group's channels, or None."""
+        for x in self.fifos():
+            err = x.error()
+            if err is not None:
+                return err
+        return None
 
     def free(self) -> list[str]:
         return self.undo.unwind()

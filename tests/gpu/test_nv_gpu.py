@@ -7,8 +7,10 @@ Run: python3 -m pytest -q -m gpu tests/gpu/test_nv_gpu.py
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +50,11 @@ async def test_open_describe_stop() -> None:
         assert dev.facts["classes"]["compute"] == "0xcbc0"
         assert dev.facts["memory_total"] > 0 and dev.facts["uuid"].startswith("GPU-")
         assert dev.capability(arig.cuda_abi.KEY) is None
-        assert len(dev.queues) == 1
+        assert dev.facts["classes"]["copy"] == "0xc8b5" and dev.facts["queues"] == 2
+        assert len(dev.queues) == 2 and isinstance(dev.queues[1].handle, nvrm._device.NvQueue)
         v = await dev.run(None)  # a value with no work: the queue's release and interrupt alone
+        assert dev.reached >= v
+        v = await asyncio.wait_for(dev.run(None, queue=1), 10)  # the copy channel's release and interrupt
         assert dev.reached >= v
     finally:
         await dev.stop()
@@ -180,7 +185,7 @@ async def test_a_fill_raising_loses_the_device_and_the_gpu_opens_again() -> None
         assert np.all(y.numpy(np.float32)[:n] == 7.0)
 
 
-async def test_python_fill_gets_the_queue_and_device_copies_are_refused() -> None:
+async def test_python_fills_get_their_queue_and_copy_on_queue_1() -> None:
     async with await arig.open(nvrm.gpu(0)) as dev:
         image = await dev.load(CUBIN)
         n = 512
@@ -191,7 +196,7 @@ async def test_python_fill_gets_the_queue_and_device_copies_are_refused() -> Non
         flag = await dev.alloc(4096, "pinned")
 
         def fill(queue: Any, arg: Any, v: int) -> None:
-            assert isinstance(queue, nvrm._device.NvQueue)
+            assert isinstance(queue, nvrm._device.NvQueue) and queue.index == 0
             queue.launch(launch)
             queue.launch(launch)
             queue.release(flag.address, 99)
@@ -199,10 +204,110 @@ async def test_python_fill_gets_the_queue_and_device_copies_are_refused() -> Non
         await dev.run(fill)
         assert np.all(y.numpy(np.float32)[:n] == 2.0)
         assert int(flag.numpy(np.uint64)[0]) == 99
-        d = await dev.alloc(4096)
+        d = await dev.alloc(4 * n)
         assert d.kind == "device"
-        with pytest.raises(arig.ArigTypeError, match="copy engine"):
-            await dev.upload(d, np.zeros(16, np.float32))
+        out = await dev.alloc(4 * n, "pinned")
+
+        def copies(queue: Any, arg: Any, v: int) -> None:  # y (mapped) -> d (device) -> out (pinned), then a release
+            assert queue.index == 1 and queue.engine == "copy"
+            queue.copy(d.address, y.address, 4 * n)
+            queue.copy(out.address, d.address, 4 * n)
+            queue.release(flag.address + 16, 7)
+
+        await asyncio.wait_for(dev.run(copies, queue=1, keep=(d, out, y)), 30)
+        assert np.all(out.numpy(np.float32)[:n] == 2.0)
+        assert int(flag.numpy(np.uint64)[2]) == 7
+        # a launch submitted on queue 1 runs on the compute channel, its value in order
+        await asyncio.wait_for(dev.run(launch, queue=1), 30)
+        assert np.all(y.numpy(np.float32)[:n] == 3.0)
+
+
+async def test_device_memory_upload_axpy_download_matches_numpy() -> None:
+    n = 3_000_017  # 12 MB: not a multiple of anything
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(n, dtype=np.float32)
+    y = rng.standard_normal(n, dtype=np.float32)
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        bx, by = await dev.alloc(4 * n), await dev.alloc(4 * n)
+        assert bx.kind == "device"
+        with pytest.raises(TypeError, match="not visible to the host"):
+            bx.numpy()
+        await dev.upload(bx, x)
+        await dev.upload(by, y)
+        v = await dev.submit(nvrm.Launch(image.function("axpy"), (n + 255) // 256, 256, axpy_args(2.5, bx, by, n)), keep=(bx, by, image))
+        out = np.empty_like(y)
+        await asyncio.wait_for(dev.download(by, out), 30)  # ordered after the launch without waiting for it
+        assert dev.reached >= v
+        np.testing.assert_allclose(out, np.float32(2.5) * x + y, rtol=1e-5, atol=1e-6)
+        back = np.empty_like(x)
+        await dev.download(bx, back)
+        assert np.array_equal(back, x)
+        bx.close()
+        by.close()
+
+
+@pytest.mark.parametrize("kind", ["device", "pinned", "mapped"])
+async def test_round_trips_of_odd_sizes(kind: str) -> None:
+    """Sizes around the chunk (16 MiB) and the staging area (64 MiB)."""
+    chunk = nvrm._device.STAGING_BYTES // nvrm._device.STAGING_SLOTS
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        buf = await dev.alloc(nvrm._device.STAGING_BYTES + 4096, kind)
+        for size in (1, 3, 4097, chunk - 1, chunk, chunk + 5, nvrm._device.STAGING_BYTES + 17):
+            data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+            await dev.upload(buf, data)
+            out = np.zeros(size, np.uint8)
+            await asyncio.wait_for(dev.download(buf, out), 30)
+            assert np.array_equal(out, data), f"{kind}, {size} bytes"
+        buf.close()
+
+
+async def test_one_gib_host_device_host_by_hash() -> None:
+    nbytes = 1 << 30
+    data = np.frombuffer(np.random.default_rng(4).bytes(nbytes), np.uint8)
+    want = hashlib.sha256(data).hexdigest()
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        buf = await dev.alloc(nbytes)
+        t0 = time.monotonic()
+        await asyncio.wait_for(dev.upload(buf, data), 60)
+        t_up = time.monotonic() - t0
+        out = np.zeros(nbytes, np.uint8)
+        t0 = time.monotonic()
+        await asyncio.wait_for(dev.download(buf, out), 60)
+        t_down = time.monotonic() - t0
+        assert hashlib.sha256(out).hexdigest() == want
+        print(f"1 GiB: upload {t_up:.2f} s ({nbytes / t_up / 1e9:.1f} GB/s), download {t_down:.2f} s ({nbytes / t_down / 1e9:.1f} GB/s)")
+        buf.close()
+
+
+async def test_copies_interleaved_with_launches_from_16_tasks() -> None:
+    tasks, rounds, n = 16, 20, 50_000
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        func = image.function("axpy")
+
+        async def task(k: int) -> None:
+            rng = np.random.default_rng(100 + k)
+            kind = ("device", "pinned", "mapped")[k % 3]
+            bx, by = await dev.alloc(4 * n, kind), await dev.alloc(4 * n, kind)
+            launch = nvrm.Launch(func, (n + 255) // 256, 256, axpy_args(float(k + 1), bx, by, n))
+            for r in range(rounds):
+                x = rng.standard_normal(n, dtype=np.float32)
+                y = rng.standard_normal(n, dtype=np.float32)
+                q = (k + r) % 2  # uploads on either queue: the rule orders them with the launch
+                await dev.upload(bx, x, queue=q)
+                await dev.upload(by, y, queue=1 - q)
+                await dev.submit(launch, keep=(bx, by, image))
+                if r % 2:
+                    await dev.submit(launch, keep=(bx, by, image))
+                    y = np.float32(k + 1) * x + y
+                out = np.empty_like(y)
+                await dev.download(by, out, queue=q)
+                np.testing.assert_allclose(out, np.float32(k + 1) * x + y, rtol=1e-5, atol=1e-5, err_msg=f"task {k} round {r}")
+            bx.close()
+            by.close()
+
+        await asyncio.wait_for(asyncio.gather(*(task(k) for k in range(tasks))), 120)
 
 
 async def test_two_launches_in_one_fill_run_in_order() -> None:
