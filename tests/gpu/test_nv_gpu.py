@@ -156,19 +156,21 @@ async def gpu_memory_used() -> int:
     return int(u.memory_total - u.memory_free)
 
 
+async def _cycle() -> None:
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        buf = await dev.alloc(4096, "pinned")
+        vram = await dev.alloc(1 << 20)
+        await dev.upload(vram, np.ones(1024, np.float32))
+        await dev.run(nvrm.Launch(image.function("axpy"), 1, 32, axpy_args(1.0, buf, buf, 32)), keep=(buf,))
+    await asyncio.sleep(0)  # the loop's detach closes the event fd
+
+
 async def test_open_stop_100_times_leaks_no_fds_and_no_gpu_memory() -> None:
-    async with await arig.open(nvrm.gpu(0)) as dev:  # the process and GPU objects: made once, kept
-        await dev.run(None)
-    await asyncio.sleep(0)
+    await _cycle()  # the process's and the GPU's objects: made by the first open, kept for the process
     before, used = open_fds(), await gpu_memory_used()
     for _ in range(100):
-        async with await arig.open(nvrm.gpu(0)) as dev:
-            image = await dev.load(CUBIN)
-            buf = await dev.alloc(4096, "pinned")
-            vram = await dev.alloc(1 << 20)
-            await dev.upload(vram, np.ones(1024, np.float32))
-            await dev.run(nvrm.Launch(image.function("axpy"), 1, 32, axpy_args(1.0, buf, buf, 32)), keep=(buf,))
-        await asyncio.sleep(0)  # the loop's detach closes the event fd
+        await _cycle()
     assert open_fds() == before
     grown = await gpu_memory_used() - used
     assert abs(grown) < 16 << 20, f"GPU memory in use grew by {grown} bytes over 100 open/stop cycles"
