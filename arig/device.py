@@ -493,6 +493,24 @@ class Device:
             raise ArigValueError(f"array of {array.nbytes} bytes does not fit the buffer of {buf.nbytes}")
         return array
 
+    async def dma(self, buf: Buffer, offset: int = 0, nbytes: int | None = None) -> Any:
+        """``nbytes`` (all that follows ``offset`` if None) of ``buf`` as a dma-buf another driver can
+        import (NV devices, NVIDIA's open kernel modules): a ``Dmabuf`` with ``fd``, ``offset`` and
+        ``size``.  The export runs on the submit thread; the kernel driver's refusal raises ``RmError``."""
+        self._check_loop()
+        dma = getattr(self._backend, "dma", None)
+        if dma is None:
+            raise ArigTypeError(f"{self.name} exports no dma-bufs: dma() is for NV devices")
+        if not isinstance(buf, Buffer) or buf.device != self.name:
+            raise ArigTypeError(f"expected a buffer of {self.name}, got {safe_repr(buf)}")
+        if buf.closed:
+            raise ArigValueError("buffer is closed")
+        offset = _check_index(offset, "offset")
+        n = buf.nbytes - offset if nbytes is None else _check_index(nbytes, "nbytes")
+        if offset + n > buf.nbytes or n <= 0:
+            raise ArigValueError(f"the region at {offset} of {n} bytes is not inside the buffer of {buf.nbytes} bytes")
+        return await self._control(dma, buf, offset, n)
+
     def wrap(self, array: Any) -> Buffer:
         """Another library's GPU array (torch, CuPy, anything with ``__cuda_array_interface__``
         or ``__dlpack__``) as a buffer of this device, sharing its memory: ``upload`` and

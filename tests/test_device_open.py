@@ -243,3 +243,11 @@ async def test_cancelled_open_whose_make_then_fails_leaves_nothing_unhandled() -
     del task
     gc.collect()
     await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+async def test_dma_is_for_nv_devices() -> None:
+    async with await arig.open(arig.host.cpu()) as dev:
+        buf = await dev.alloc(64)
+        with pytest.raises(TypeError, match="dma\\(\\) is for NV devices"):
+            await dev.dma(buf)

@@ -45,8 +45,10 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import operator
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -111,6 +113,38 @@ def _no_fill(queue: Any, arg: Any, v: int) -> None:
 
 def _launch_fill(queue: NvQueue, launch: Launch, v: int) -> None:
     queue.launch(launch)
+
+
+class Dmabuf:
+    """A dma-buf of an NV device's memory (``await dev.dma(buf)``): ``fd`` (this object owns it:
+    ``close()``, or ``with``), the region's ``offset`` in it and its ``size``.
+
+    The dma-buf holds the RM object the region lies in until its last reference goes, freed or
+    not; an importer (a NIC's RDMA driver, another GPU's) maps it where it registers the fd.
+    """
+
+    def __init__(self, fd: int, offset: int, size: int) -> None:
+        self.fd, self.offset, self.size = fd, offset, size
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> Dmabuf:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<arig.nvrm.Dmabuf fd {self.fd} offset {self.offset} size {self.size}{' closed' if self.closed else ''}>"
 
 
 class NvQueue:
@@ -659,6 +693,16 @@ class NvBackend(Backend):
             flight.append((i, cq.seq, off, n))
         while flight:
             finish()
+
+    def dma(self, buf: Buffer, offset: int, nbytes: int) -> Dmabuf:
+        """Submit thread: the RM object ``buf`` lies in, exported as a new dma-buf (vidmem only)."""
+        m = next((m for m in self._mem.values() if m.va <= buf.address < m.va + m.size), None)
+        if m is None:
+            raise ArigValueError(f"{buf!r} is no memory this device allocated")
+        if buf.kind == "pinned":
+            raise ArigValueError("pinned memory is the host's: the kernel driver exports only the GPU's own memory (kinds 'device' and 'mapped') as a dma-buf")
+        fd = self.gpu.export_dmabuf(m, 0, m.size)
+        return Dmabuf(fd, buf.address - m.va + offset, nbytes)
 
     def load(self, image: bytes) -> Image:
         cubin = _cubin.parse(image)

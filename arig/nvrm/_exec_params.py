@@ -518,3 +518,31 @@ class UvmFreeParams(ctypes.Structure):
     """UVM_FREE_PARAMS (uvm_ioctl.h, 24 B at 580; 16 at 610): removes a UVM range (and its mappings)."""
 
     _fields_ = [("base", u64), ("length", u64), ("rmStatus", u32)]
+
+
+# --- dma-buf export (nv-ioctl.h, nv-ioctl-numbers.h) -----------------------------------------
+
+#: NV_ESC_EXPORT_TO_DMABUF_FD (NV_IOCTL_BASE + 17): sent on /dev/nvidiaN (the ctl fd answers EINVAL).
+NV_ESC_EXPORT_TO_DMABUF_FD = 217
+NV_DMABUF_EXPORT_MAX_HANDLES = 128
+
+
+class ExportToDmabufFd(ctypes.Structure):
+    """``nv_ioctl_export_to_dma_buf_fd_t`` (2608 B): memory objects of this GPU (vidmem) as a new
+    dma-buf (``fd`` -1 in, the new fd out).  ``bAllowMmap`` only works on GPUs coherent with the host:
+    0 on the H200."""
+
+    _fields_ = [
+        ("fd", s32),
+        ("hClient", NvHandle),
+        ("totalObjects", u32),
+        ("numObjects", u32),
+        ("index", u32),
+        ("totalSize", u64),
+        ("mappingType", u8),
+        ("bAllowMmap", NvBool),
+        ("handles", NvHandle * NV_DMABUF_EXPORT_MAX_HANDLES),
+        ("offsets", u64 * NV_DMABUF_EXPORT_MAX_HANDLES),
+        ("sizes", u64 * NV_DMABUF_EXPORT_MAX_HANDLES),
+        ("status", u32),
+    ]

@@ -341,6 +341,15 @@ class Gpu:
         self.owner: str | None = None  # the device open on this GPU (one at a time)
         self.facts: dict[str, Any] = {}
 
+    def export_dmabuf(self, mem: Mem, offset: int, size: int) -> int:
+        """A new dma-buf fd of ``size`` bytes at ``offset`` in ``mem``'s RM object (vidmem of this GPU;
+        page-aligned).  The dma-buf holds the object until its last reference goes."""
+        arg = E.ExportToDmabufFd(fd=-1, hClient=self.p.root, totalObjects=1, numObjects=1, index=0, totalSize=size)
+        arg.handles[0], arg.offsets[0], arg.sizes[0] = mem.handle, offset, size
+        _fd.ioctl(self.gpu_fd, E.NV_ESC_EXPORT_TO_DMABUF_FD, arg, f"export {mem.what} to a dma-buf")
+        P.check_status(f"export {mem.what} to a dma-buf", arg.status)
+        return int(arg.fd)
+
     # -- the GPU's objects (the probe's steps "card info" .. "UVM register VA space") -------------
     def _open(self) -> None:
         p, u = self.p, self.undo

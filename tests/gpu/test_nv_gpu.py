@@ -361,3 +361,22 @@ async def test_an_illegal_address_loses_the_device_naming_the_fault_then_it_open
         y.numpy(np.float32)[:] = 1.0
         await again.run(nvrm.Launch(image.function("axpy"), 4, 256, axpy_args(3.0, x, y, 1024)))
         assert np.all(y.numpy(np.float32) == 7.0)
+
+
+async def test_dma_buf_export_of_device_memory() -> None:
+    """The region's RM object as a dma-buf: an fd the kernel calls a dma-buf, of the object's size,
+    that keeps the memory after the buffer is freed; host memory is refused by name."""
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        buf = await dev.alloc(4 << 20)
+        await dev.upload(buf, np.arange(1 << 20, dtype=np.uint32))
+        with await dev.dma(buf, 4096, 8192) as d:
+            assert isinstance(d, nvrm.Dmabuf) and (d.offset, d.size) == (4096, 8192)
+            assert "dmabuf" in os.readlink(f"/proc/self/fd/{d.fd}")
+            assert os.lseek(d.fd, 0, os.SEEK_END) >= 4 << 20  # the whole RM object the region lies in
+            buf.close()  # the dma-buf still holds the memory; closing it lets the RM free it
+        assert d.closed
+        pinned = await dev.alloc(1 << 20, "pinned")
+        with pytest.raises(ValueError, match="exports only the GPU's own memory"):
+            await dev.dma(pinned)
+        with pytest.raises(ValueError, match="not inside the buffer"):
+            await dev.dma(pinned, 1 << 20)
