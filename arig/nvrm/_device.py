@@ -59,7 +59,7 @@ from .. import _log
 from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, FillError, OpenError, safe_repr
 from .._memory import Buffer, Image
 from ..device import Backend, deferred_result
-from . import _cubin, _rm
+from . import _cubin, _fd, _rm
 from . import _exec_params as E
 from . import _push as pb
 from ._launch import LOCAL_BYTES_PER_THREAD, Launch, LoadedKernel, Ring, Slots, copy_chunks, launch_words, register, unregister
@@ -749,7 +749,11 @@ class NvBackend(Backend):
         for _m, ids in self._images.values():
             for fid in ids:
                 unregister(fid)
-        failures = self._event_undo.unwind()  # the fd itself is closed by detach, once the loop no longer reads it
+        failures = self._event_undo.unwind()
+        if not self._reader and self._ev >= 0:  # the loop reads it no more (quiesced): close it here, off the loop
+            _close_fd(self._ev)
+            self._ev = -1
+        # else detach closes it, on the loop, once the reader is gone: the number is never reused under the loop
         ch = self.channel
         ch_failures = ch.free() if ch is not None else []
         if ch_failures:
@@ -778,12 +782,8 @@ class NvBackend(Backend):
 
 
 def _close_fd(fd: int) -> None:
-    import os  # noqa: PLC0415
-
-    try:
-        os.close(fd)
-    except OSError:
-        pass
+    """The event fd's one close (``_rm.Gpu.os_event`` leaves it to the device), through the driver seam."""
+    _fd.close(fd)
 
 
 #: Memory of devices whose channel the RM did not free: the GPU may still use it, so it is never freed.

@@ -120,8 +120,12 @@ class Undo:
 
     def unwind(self) -> list[str]:
         """Run every step, last first; every step runs even after a failure.  The failures, as text."""
+        return self.unwind_to(0)
+
+    def unwind_to(self, mark: int) -> list[str]:
+        """``unwind`` of the steps pushed since ``len(undo)`` was ``mark``."""
         failures: list[str] = []
-        while self.steps:
+        while len(self.steps) > mark:
             what, fn = self.steps.pop()
             try:
                 fn()
@@ -607,24 +611,33 @@ class Gpu:
 
     # -- the OS event fd (the probe's "OS event fd") ----------------------------------------
     def os_event(self, undo: Undo) -> int:
-        """A ctl fd that becomes readable at the GPU's non-stall interrupts (NON_STALL_INTERRUPT after a release)."""
+        """A ctl fd that becomes readable at the GPU's non-stall interrupts (NON_STALL_INTERRUPT after a release).
+
+        The caller owns the fd and closes it, after ``undo`` (which frees the RM's event objects
+        through it) has run and once no event loop reads it any more; if this fails, the fd is
+        closed here."""
         p = self.p
         ev = os.open(os.path.join(_client.DEV_ROOT, "nvidiactl"), os.O_RDWR | os.O_CLOEXEC)  # no O_NONBLOCK: poll must wait
-        undo.push("close event fd", lambda: _fd.close(ev))
-        arg = E.AllocOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
-        _fd.ioctl(ev, E.NV_ESC_ALLOC_OS_EVENT, arg, "alloc OS event")
-        P.check_status("alloc OS event", arg.Status)
+        mark = len(undo.steps)
+        try:
+            arg = E.AllocOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
+            _fd.ioctl(ev, E.NV_ESC_ALLOC_OS_EVENT, arg, "alloc OS event")
+            P.check_status("alloc OS event", arg.Status)
 
-        def free_os_event() -> None:
-            f = E.FreeOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
-            _fd.ioctl(ev, E.NV_ESC_FREE_OS_EVENT, f, "free OS event")
-            P.check_status("free OS event", f.Status)
+            def free_os_event() -> None:
+                f = E.FreeOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
+                _fd.ioctl(ev, E.NV_ESC_FREE_OS_EVENT, f, "free OS event")
+                P.check_status("free OS event", f.Status)
 
-        undo.push("free OS event", free_os_event)
-        notify = E.NV2080_NOTIFIERS_FIFO_EVENT_MTHD | E.NV01_EVENT_NONSTALL_INTR | E.NV01_EVENT_WITHOUT_EVENT_DATA | E.NV01_EVENT_SUBDEVICE_SPECIFIC
-        p.alloc_undo(undo, self.subdevice, E.NV01_EVENT_OS_EVENT,
-                     E.Nv0005AllocParameters(hParentClient=p.root, hSrcResource=self.subdevice, hClass=E.NV01_EVENT_OS_EVENT, notifyIndex=notify, data=ev),
-                     "OS event object")  # fmt: skip
+            undo.push("free OS event", free_os_event)
+            notify = E.NV2080_NOTIFIERS_FIFO_EVENT_MTHD | E.NV01_EVENT_NONSTALL_INTR | E.NV01_EVENT_WITHOUT_EVENT_DATA | E.NV01_EVENT_SUBDEVICE_SPECIFIC
+            p.alloc_undo(undo, self.subdevice, E.NV01_EVENT_OS_EVENT,
+                         E.Nv0005AllocParameters(hParentClient=p.root, hSrcResource=self.subdevice, hClass=E.NV01_EVENT_OS_EVENT, notifyIndex=notify, data=ev),
+                         "OS event object")  # fmt: skip
+        except BaseException:
+            undo.unwind_to(mark)
+            _fd.close(ev)
+            raise
         return ev
 
 

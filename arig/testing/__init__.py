@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from . import faults
 from .fake_cuda import Call, FakeCuda, FakeGpu, Fault
+from .fake_nvrm import FakeNvrm
 from .faults import ArmedFault, fail_next_fill, lose, stall
 
-__all__ = ["ArmedFault", "Call", "FakeCuda", "FakeGpu", "Fault", "fail_next_fill", "faults", "lose", "stall"]
+__all__ = ["ArmedFault", "Call", "FakeCuda", "FakeGpu", "FakeNvrm", "Fault", "fail_next_fill", "faults", "lose", "stall"]
