@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import operator
 import os
 import threading
 import time
@@ -58,7 +57,7 @@ import numpy as np
 from .. import _log
 from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, FillError, OpenError, safe_repr
 from .._memory import Buffer, Image
-from ..device import Backend, deferred_result
+from ..device import Backend, fill_result
 from . import _cubin, _fd, _rm
 from . import _exec_params as E
 from . import _push as pb
@@ -587,20 +586,8 @@ class NvBackend(Backend):
     # -- the submit thread ---------------------------------------------------------------
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
         r = fill(self.queue_handles[qi], arg, v)
-        if r is None:
-            return
-        if type(r) is not bool and not isinstance(r, np.bool_):
-            try:
-                code = operator.index(r)
-            except TypeError:
-                pass
-            else:
-                if code != 0:
-                    raise FillError(code)
-                return
-        if deferred_result(r):
-            raise ArigTypeError(f"fill returned {type(r).__name__}: it never ran; a fill is a plain function, not async def or a generator")
-        raise ArigTypeError(f"fill returned {safe_repr(r)} of type {type(r).__name__}; a fill returns None, 0 or an int error code")
+        if r is not None:
+            fill_result(r, v, _fill_error)
 
     def signal(self, qi: int, v: int) -> None:
         self.queue_handles[qi].signal(v)
@@ -779,6 +766,10 @@ class NvBackend(Backend):
         elif not self._reader and self._ev >= 0:
             _close_fd(self._ev)
             self._ev = -1
+
+
+def _fill_error(code: int, v: int) -> BaseException:
+    return FillError(code)
 
 
 def _close_fd(fd: int) -> None:
