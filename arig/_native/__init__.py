@@ -30,9 +30,9 @@ from typing import Any
 
 from .. import _env, _log
 
-__all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS"]
+__all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "NvTemplate", "NvSpec", "NvLaunchRecord", "NV_ERRORS", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS"]
 
-ABI = 2
+ABI = 3
 CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 #: Counters of ``Core.stats()``, in order.
 STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries")
@@ -89,6 +89,58 @@ class LaunchRecord(ctypes.Structure):
     ]
 
 
+class NvTemplate(ctypes.Structure):
+    """``struct arig_nv_tmpl``: pushbuffer words and where numbers are patched in (see core.c)."""
+
+    WORDS = 24
+    _fields_ = [("n", c_uint32), ("ix", c_int32 * 5), ("w", c_uint32 * 24)]
+
+    @classmethod
+    def of(cls, words: list[int], a: tuple[int, int] | None = None, b: tuple[int, int] | None = None, c: int | None = None) -> NvTemplate:
+        """``words`` with the word indices of a's (lo, hi), b's (lo, hi) and c's 32 bits."""
+        if len(words) > cls.WORDS:
+            raise ValueError(f"a template holds {cls.WORDS} words, not {len(words)}")
+        t = cls()
+        t.n = len(words)
+        for i, w in enumerate(words):
+            t.w[i] = w
+        ix = [*(a or (-1, -1)), *(b or (-1, -1)), -1 if c is None else c]
+        for i, x in enumerate(ix):
+            t.ix[i] = x
+        return t
+
+
+class NvSpec(ctypes.Structure):
+    """``struct arig_nv_spec``: one NV queue's memory, channel and templates (host addresses)."""
+
+    _fields_ = [
+        *((name, c_uint64) for name in ("pb", "pb_va", "pb_size", "args", "args_va", "args_size",
+                                         "gpfifo", "gp_put", "doorbell", "progress", "timeline", "notifier")),
+        ("entries", c_uint32), ("token", c_uint32), ("is_copy", c_uint32), ("pad", c_uint32),
+        ("notifier_base", ctypes.c_uint8 * 16),
+        *((name, NvTemplate) for name in ("rel_tl", "rel_prog", "wait_prog", "wait_tl", "intr", "launch", "copy", "release", "acquire")),
+    ]  # fmt: skip
+
+
+class NvLaunchRecord(ctypes.Structure):
+    """``struct arig_nv_launch_rec``: a prepared NV launch that the native thread reads."""
+
+    _fields_ = [
+        ("image", c_void_p), ("bytes", c_uint32), ("qmd_offset", c_uint32),
+        ("lo_word", c_uint32), ("hi_word", c_uint32), ("hi_mask", c_uint32), ("pad", c_uint32), ("key", c_uint64),
+    ]  # fmt: skip
+
+
+#: The NV functions' failure codes (core.c's NVE_*): what each means.
+NV_ERRORS = {
+    -100: "the channel's error notifier changed",
+    -101: "a wait for the GPU (ring room) ran out of time",
+    -102: "the device was lost or is stopping",
+    -103: "a bad argument (an address out of range or misaligned, a malformed launch)",
+    -104: "an item the NV device does not run",
+}
+
+
 def _source_hash() -> str:
     try:
         with open(os.path.join(_DIR, "core.c"), "rb") as f:
@@ -140,6 +192,24 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_abort": (None, (P,)),
         "arig_core_destroy": (None, (P,)),
         "arig_core_stats": (None, (P, P, c_int)),
+        "arig_core_create_nv": (P, (P, c_int, c_int, c_uint64, c_int64, c_int64, c_int64, c_int)),
+        "arig_nv_create": (P, (P,)),
+        "arig_nv_pair": (None, (P, P)),
+        "arig_nv_destroy": (None, (P,)),
+        "arig_nv_kick": (c_int, (P, c_uint64, c_int, c_int, c_uint64)),
+        "arig_nv_put": (c_int, (P, P, c_uint32)),
+        "arig_nv_launch": (c_int, (P, P)),
+        "arig_nv_copy": (c_int, (P, c_uint64, c_uint64, c_uint64)),
+        "arig_nv_release": (c_int, (P, c_uint64, c_uint64)),
+        "arig_nv_acquire": (c_int, (P, c_uint64, c_uint64)),
+        "arig_nv_wait": (c_int, (P, c_uint64)),
+        "arig_nv_seq": (c_uint64, (P,)),
+        "arig_nv_pending": (c_uint32, (P,)),
+        "arig_nv_halt": (None, (P, c_int32)),
+        "arig_nv_sizeof_spec": (ctypes.c_size_t, ()),
+        "arig_nv_sizeof_launch": (ctypes.c_size_t, ()),
+        "arig_nv_patch": (c_uint32, (P, c_uint64, c_uint64, c_uint32, P)),
+        "arig_nv_abi_record": (P, ()),
     }
     for lib in (fast, slow):
         for name, (res, args) in protos.items():
@@ -151,7 +221,8 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         raise OSError(f"{path} was built from another core.c ({built_from}, this one is {_source_hash()}): rebuild it (pip install .)")
     if fast.arig_core_abi() != ABI:
         raise OSError(f"{path} speaks core ABI {fast.arig_core_abi()}, arig needs {ABI}: reinstall arig")
-    if fast.arig_core_sizeof_cuda() != ctypes.sizeof(CudaTable) or fast.arig_core_sizeof_launch() != ctypes.sizeof(LaunchRecord):
+    if (fast.arig_core_sizeof_cuda() != ctypes.sizeof(CudaTable) or fast.arig_core_sizeof_launch() != ctypes.sizeof(LaunchRecord)
+            or fast.arig_nv_sizeof_spec() != ctypes.sizeof(NvSpec) or fast.arig_nv_sizeof_launch() != ctypes.sizeof(NvLaunchRecord)):
         raise OSError(f"{path} was built for other structure layouts: reinstall arig")
     return fast, slow
 
@@ -197,7 +268,7 @@ class Core:
 
     def __init__(
         self,
-        table: CudaTable,
+        table: CudaTable | None,
         ctx: int,
         streams: list[int],
         words: list[int],
@@ -220,10 +291,13 @@ class Core:
         def arr(t: Any, xs: list[int]) -> Any:
             return (t * n)(*xs)
 
-        ptr = self._fast.arig_core_create(
-            ctypes.byref(table), ctx, n, arr(c_void_p, streams), arr(c_uint64, words), arr(c_uint64, word_devs),
-            int(memops), efd, cap, spin_ns, idle_ns, lead_ns, int(prewake),
-        )  # fmt: skip
+        if table is None:  # an NV device: streams are its queues (arig_nvq pointers), words their timeline words
+            ptr = self._fast.arig_core_create_nv(arr(c_void_p, streams), n, efd, cap, spin_ns, idle_ns, lead_ns, int(prewake))
+        else:
+            ptr = self._fast.arig_core_create(
+                ctypes.byref(table), ctx, n, arr(c_void_p, streams), arr(c_uint64, words), arr(c_uint64, word_devs),
+                int(memops), efd, cap, spin_ns, idle_ns, lead_ns, int(prewake),
+            )  # fmt: skip
         if not ptr:
             raise MemoryError("arig_core_create failed")
         self.ptr: int = ptr

@@ -47,7 +47,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ARIG_CORE_ABI 2
+#define ARIG_CORE_ABI 3
 #define MAX_LANES 64
 #define BURST 32
 #define FAULT_CHECK_NS 20000000ull /* 20 ms without progress: ask the driver */
@@ -94,8 +94,12 @@ typedef struct item {
 
 typedef int (*fill_fn)(void *queue, void *arg, uint64_t v);
 
+typedef struct arig_nvq arig_nvq;
+
 typedef struct lane {
     void *stream;
+    arig_nvq *nq;             /* an NV device's queue (stream unused) */
+    volatile uint64_t *ts;    /* NV: the GPU time the release wrote after the word */
     volatile uint64_t *word; /* written by the GPU */
     uint64_t word_dev;
     _Atomic uint64_t hword;  /* written by host functions */
@@ -133,7 +137,9 @@ typedef struct core {
     _Atomic uint32_t loop_spinning;
     uint64_t cap;
     item_t *ring;
-    int efd, nlanes, memops, prewake, started;
+    int efd, nlanes, memops, prewake, started, nv;
+    int64_t gpu_off; /* NV: CLOCK_MONOTONIC minus the GPU's timer, at most (learned from looks) */
+    int gpu_cal;
     int64_t spin_ns, idle_ns, lead_ns;
     double idle_win; /* this idle spin's length: idle_ns, or longer where the next push usually comes a bit later */
     _Atomic uint64_t t_armed; /* when the loop last re-armed (its own clock read) */
@@ -192,6 +198,404 @@ static void wake_native(core_t *c) {
     }
 }
 
+/* -- NV channels ----------------------------------------------------------------------
+ *
+ * The NV device's queues are GPFIFO channels driven from user space: work is pushbuffer
+ * words written into a ring of GPU-visible memory, named by a GPFIFO entry, made visible
+ * by GP_PUT in USERD and a doorbell write.  One arig_nvq per channel.  Every encoding comes
+ * from Python (arig.nvrm._push) as word templates with the places to patch; this code only
+ * patches numbers in and manages the rings.
+ *
+ * Who calls what: the core's native thread (launches, marks, C fills, completions), or the
+ * device's Python submit thread (open, Python fills while the native thread waits at their
+ * gate, staging): never both at once.  Waits for ring room are bounded and end on a channel
+ * error, a lost or stopping device (halt), or after NV_WAIT_NS. */
+
+#define NV_TW 24
+#define NV_FCAP 4096
+#define NV_WCAP (64u << 10)        /* pending words a queue holds */
+#define NV_PENDING_MAX (16u << 10) /* pending words before they are submitted unasked */
+#define NV_WAIT_NS 30000000000ull
+#define NV_COPY_MAX ((1ull << 31) - 1)
+/* Fault codes of NV work (the core's fault word; a C fill's own nonzero result is positive). */
+enum { NVE_CHANNEL = -100, NVE_TIMEOUT = -101, NVE_HALTED = -102, NVE_ARG = -103, NVE_KIND = -104 };
+
+/* Words with numbers to patch in: w[ix[0]], w[ix[1]] = lo, hi of a; w[ix[2]], w[ix[3]] = lo, hi of b;
+ * w[ix[4]] = c (32 bits).  -1: not patched. */
+typedef struct arig_nv_tmpl {
+    uint32_t n;
+    int32_t ix[5];
+    uint32_t w[NV_TW];
+} arig_nv_tmpl;
+
+/* What Python gives for a queue (host addresses unless said otherwise). */
+typedef struct arig_nv_spec {
+    uint64_t pb, pb_va, pb_size;       /* the pushbuffer ring: host mapping, GPU address, bytes */
+    uint64_t args, args_va, args_size; /* the argument ring (args 0: a copy queue) */
+    uint64_t gpfifo, gp_put, doorbell, progress, timeline, notifier;
+    uint32_t entries, token, is_copy, pad;
+    uint8_t notifier_base[16]; /* the notifier before any error */
+    arig_nv_tmpl rel_tl;       /* release of the timeline word: a = value */
+    arig_nv_tmpl rel_prog;     /* release of the progress word: a = submission */
+    arig_nv_tmpl wait_prog;    /* acquire of the progress word (the peer puts it): a = submission */
+    arig_nv_tmpl wait_tl;      /* acquire of the timeline word: a = value */
+    arig_nv_tmpl intr;         /* NON_STALL_INTERRUPT */
+    arig_nv_tmpl launch;       /* a launch: a = the QMD's address >> 8 */
+    arig_nv_tmpl copy;         /* one copy: a = source, b = destination, c = bytes (at most NV_COPY_MAX) */
+    arig_nv_tmpl release;      /* this queue's release: a = address, b = value */
+    arig_nv_tmpl acquire;      /* an acquire (ACQ_CIRC_GEQ): a = address, b = value */
+} arig_nv_spec;
+
+/* A prepared launch (arig.nvrm.Launch keeps one): its argument-ring slot's image (constant bank 0,
+ * then the QMD at qmd_offset), and where in the QMD bank 0's address goes. */
+typedef struct arig_nv_launch_rec {
+    const uint8_t *image;
+    uint32_t bytes, qmd_offset;
+    uint32_t lo_word, hi_word, hi_mask, pad; /* QMD words: (address >> 6), (address >> 38) & hi_mask */
+    uint64_t key;                            /* what predicts its duration (kernel, grid, block) */
+} arig_nv_launch_rec;
+
+typedef struct nv_ring {
+    uint64_t size, head, tail;
+    uint64_t ftag[NV_FCAP], fhead[NV_FCAP];
+    uint32_t f0, fn;
+} nv_ring;
+
+typedef struct arig_nvq {
+    arig_nv_spec s;
+    struct arig_nvq *peer;
+    _Atomic int32_t halt;
+    _Atomic uint64_t seq; /* submissions made (the progress word's values) */
+    uint64_t put, gp_done, peer_acquired;
+    nv_ring pbr, argr, gpr; /* gpr: fences only (submission, entries put after it) */
+    uint32_t nw;
+    uint32_t words[NV_WCAP];
+} arig_nvq;
+
+static uint32_t nv_patch(const arig_nv_tmpl *t, uint64_t a, uint64_t b, uint32_t c, uint32_t *out) {
+    memcpy(out, t->w, t->n * 4);
+    uint32_t v[5] = {(uint32_t)a, (uint32_t)(a >> 32), (uint32_t)b, (uint32_t)(b >> 32), c};
+    for (int i = 0; i < 5; i++)
+        if (t->ix[i] >= 0)
+            out[t->ix[i]] = v[i];
+    return t->n;
+}
+
+static volatile uint64_t *u64_at(uint64_t a) { return (volatile uint64_t *)(uintptr_t)a; }
+
+static int nv_channel_error(arig_nvq *q) {
+    if (!q->s.notifier)
+        return 0;
+    uint8_t now[16];
+    memcpy(now, (const void *)(uintptr_t)q->s.notifier, 16);
+    return memcmp(now, q->s.notifier_base, 16) != 0;
+}
+
+static void ring_retire(nv_ring *r, uint64_t done) {
+    while (r->fn && r->ftag[r->f0] <= done) {
+        r->tail = r->fhead[r->f0];
+        r->f0 = (r->f0 + 1) % NV_FCAP;
+        r->fn--;
+    }
+}
+
+static void ring_fence(nv_ring *r, uint64_t tag, uint64_t head) {
+    uint32_t last = (r->f0 + r->fn + NV_FCAP - 1) % NV_FCAP;
+    if (r->fn && r->ftag[last] == tag) {
+        r->fhead[last] = head;
+        return;
+    }
+    uint32_t i = (r->f0 + r->fn) % NV_FCAP;
+    r->ftag[i] = tag;
+    r->fhead[i] = head;
+    r->fn++;
+}
+
+/* n bytes for submission tag, or -1 while the GPU holds the room (or every fence is taken). */
+static int64_t ring_alloc(nv_ring *r, uint64_t n, uint64_t tag) {
+    uint64_t off = r->head % r->size, pad = off + n > r->size ? r->size - off : 0;
+    if (r->head + pad + n - r->tail > r->size)
+        return -1;
+    uint32_t last = (r->f0 + r->fn + NV_FCAP - 1) % NV_FCAP;
+    if (r->fn == NV_FCAP && r->ftag[last] != tag)
+        return -1;
+    r->head += pad + n;
+    ring_fence(r, tag, r->head);
+    return pad ? 0 : (int64_t)off;
+}
+
+static void nv_retire(arig_nvq *q) {
+    uint64_t done = *u64_at(q->s.progress);
+    ring_retire(&q->pbr, done);
+    ring_retire(&q->argr, done);
+    nv_ring *g = &q->gpr;
+    while (g->fn && g->ftag[g->f0] <= done) {
+        q->gp_done = g->fhead[g->f0];
+        g->f0 = (g->f0 + 1) % NV_FCAP;
+        g->fn--;
+    }
+}
+
+/* Wait until the GPU has done submission target: bounded, ended by a channel error or halt. */
+static int nv_wait(arig_nvq *q, uint64_t target) {
+    uint64_t t0 = now_ns(), pause = 2000;
+    while (*u64_at(q->s.progress) < target) {
+        if (atomic_load(&q->halt))
+            return NVE_HALTED;
+        if (nv_channel_error(q))
+            return NVE_CHANNEL;
+        if (now_ns() - t0 > NV_WAIT_NS)
+            return NVE_TIMEOUT;
+        struct timespec ts = {0, (long)pause};
+        nanosleep(&ts, 0);
+        pause = pause * 2 > 1000000 ? 1000000 : pause * 2;
+    }
+    nv_retire(q);
+    return 0;
+}
+
+int arig_nv_kick(arig_nvq *q, uint64_t value, int has_value, int interrupt, uint64_t wait_value);
+
+/* Room for n bytes in ring r for the submission after the last one. */
+static int64_t nv_reserve(arig_nvq *q, nv_ring *r, uint64_t n, uint64_t tag) {
+    if (n > r->size)
+        return NVE_ARG;
+    for (;;) {
+        nv_retire(q);
+        int64_t off = ring_alloc(r, n, tag);
+        if (off >= 0)
+            return off;
+        uint64_t oldest = r->ftag[r->f0], seq = atomic_load_explicit(&q->seq, memory_order_relaxed);
+        int rc;
+        if (oldest > seq) { /* the room is held by what is not submitted yet: submit it */
+            rc = arig_nv_kick(q, 0, 0, 0, 0);
+            seq = atomic_load_explicit(&q->seq, memory_order_relaxed);
+            if (tag <= seq)
+                tag = seq + 1;
+        } else {
+            rc = nv_wait(q, oldest);
+        }
+        if (rc)
+            return rc;
+    }
+}
+
+/* Submit the pending words, then the tail: a timeline release of value (has_value), an interrupt after
+ * the timeline word holds value or wait_value (interrupt), and the progress release; one GPFIFO entry. */
+int arig_nv_kick(arig_nvq *q, uint64_t value, int has_value, int interrupt, uint64_t wait_value) {
+    uint32_t tail[4 * NV_TW];
+    uint32_t n = 0;
+    uint64_t seq = atomic_load_explicit(&q->seq, memory_order_relaxed) + 1;
+    if (has_value)
+        n += nv_patch(&q->s.rel_tl, value, 0, 0, tail + n);
+    if (interrupt) {
+        /* The interrupt wakes the loop's event fd: it must come after the value is in memory
+         * (a copy engine release is asynchronous to the host; a compute one is waited for). */
+        n += nv_patch(&q->s.wait_tl, has_value ? value : wait_value, 0, 0, tail + n);
+        n += nv_patch(&q->s.intr, 0, 0, 0, tail + n);
+    }
+    n += nv_patch(&q->s.rel_prog, seq, 0, 0, tail + n);
+    nv_retire(q);
+    while (q->put - q->gp_done >= q->s.entries - 1 || q->gpr.fn == NV_FCAP) {
+        int rc = nv_wait(q, q->gpr.ftag[q->gpr.f0]);
+        if (rc)
+            return rc;
+    }
+    uint64_t total = q->nw + n, bytes = (total * 4 + 255) / 256 * 256;
+    int64_t off = nv_reserve(q, &q->pbr, bytes, seq);
+    if (off < 0)
+        return (int)off;
+    uint8_t *seg = (uint8_t *)(uintptr_t)q->s.pb + off;
+    memcpy(seg, q->words, q->nw * 4);
+    memcpy(seg + q->nw * 4, tail, n * 4);
+    uint64_t va = q->s.pb_va + (uint64_t)off;
+    /* GP_ENTRY0: GET (31:2); GP_ENTRY1: GET_HI (7:0), LEVEL (9) = SUBROUTINE, LENGTH (30:10). */
+    uint64_t entry = (va & 0xFFFFFFFCull) | ((((va >> 32) & 0xFF) | (1u << 9) | (total << 10)) << 32);
+    u64_at(q->s.gpfifo)[q->put % q->s.entries] = entry;
+    q->put++;
+    ring_fence(&q->gpr, seq, q->put);
+    q->nw = 0;
+    atomic_store_explicit(&q->seq, seq, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst); /* the write-combined pushbuffer and entry are out */
+    volatile uint32_t *gp_put = (volatile uint32_t *)(uintptr_t)q->s.gp_put;
+    *gp_put = (uint32_t)(q->put % q->s.entries);
+    (void)*gp_put; /* read back: the write is out before the doorbell */
+    atomic_thread_fence(memory_order_seq_cst);
+    *(volatile uint32_t *)(uintptr_t)q->s.doorbell = q->s.token;
+    return 0;
+}
+
+/* Room for n more pending words (submitting what is pending where it grew long). */
+static int nv_room(arig_nvq *q, uint32_t n) {
+    if (n > NV_WCAP - NV_PENDING_MAX)
+        return NVE_ARG;
+    if (q->nw > NV_PENDING_MAX || q->nw + n > NV_WCAP)
+        return arig_nv_kick(q, 0, 0, 0, 0);
+    return 0;
+}
+
+/* The ordering rule: the peer's pending words go out, and this queue waits for them on the GPU. */
+static int nv_after_peer(arig_nvq *q) {
+    arig_nvq *p = q->peer;
+    if (!p)
+        return 0;
+    if (p->nw) {
+        int rc = arig_nv_kick(p, 0, 0, 0, 0);
+        if (rc)
+            return rc;
+    }
+    uint64_t s = atomic_load_explicit(&p->seq, memory_order_relaxed);
+    if (s > q->peer_acquired) {
+        q->peer_acquired = s;
+        if (*u64_at(p->s.progress) < s) {
+            int rc = nv_room(q, p->s.wait_prog.n);
+            if (rc)
+                return rc;
+            q->nw += nv_patch(&p->s.wait_prog, s, 0, 0, q->words + q->nw);
+        }
+    }
+    return 0;
+}
+
+/* Append words as they are (the channel's first pushbuffer). */
+int arig_nv_put(arig_nvq *q, const uint32_t *w, uint32_t n) {
+    int rc = nv_room(q, n);
+    if (rc)
+        return rc;
+    memcpy(q->words + q->nw, w, n * 4);
+    q->nw += n;
+    return 0;
+}
+
+int arig_nv_launch(arig_nvq *q, const arig_nv_launch_rec *l) {
+    if (q->s.is_copy) {
+        if (!q->peer)
+            return NVE_ARG;
+        q = q->peer;
+    }
+    if (!l || !l->image || l->qmd_offset % 256 || l->bytes < l->qmd_offset + 256 || l->lo_word >= 64 || l->hi_word >= 64)
+        return NVE_ARG;
+    int rc = nv_after_peer(q);
+    if (!rc)
+        rc = nv_room(q, q->s.launch.n);
+    if (rc)
+        return rc;
+    int64_t off = nv_reserve(q, &q->argr, l->bytes, atomic_load_explicit(&q->seq, memory_order_relaxed) + 1);
+    if (off < 0)
+        return (int)off;
+    uint8_t *at = (uint8_t *)(uintptr_t)q->s.args + off;
+    uint64_t va = q->s.args_va + (uint64_t)off;
+    memcpy(at, l->image, l->bytes);
+    const uint32_t *qmd = (const uint32_t *)(l->image + l->qmd_offset);
+    uint32_t lo = (uint32_t)(va >> 6), hi = (qmd[l->hi_word] & ~l->hi_mask) | ((uint32_t)(va >> 38) & l->hi_mask);
+    volatile uint32_t *dst = (volatile uint32_t *)(at + l->qmd_offset);
+    dst[l->lo_word] = lo;
+    dst[l->hi_word] = hi;
+    q->nw += nv_patch(&q->s.launch, (va + l->qmd_offset) >> 8, 0, 0, q->words + q->nw);
+    return 0;
+}
+
+int arig_nv_copy(arig_nvq *q, uint64_t dst, uint64_t src, uint64_t nbytes) {
+    if (!q->s.is_copy) {
+        if (!q->peer)
+            return NVE_ARG;
+        q = q->peer;
+    }
+    if (dst >= (1ull << 57) || src >= (1ull << 57) || nbytes >= (1ull << 57) - src || nbytes >= (1ull << 57) - dst)
+        return NVE_ARG;
+    if (!nbytes)
+        return 0;
+    int rc = nv_after_peer(q);
+    for (uint64_t done = 0; !rc && done < nbytes;) {
+        uint64_t n = nbytes - done > NV_COPY_MAX ? NV_COPY_MAX : nbytes - done;
+        rc = nv_room(q, q->s.copy.n);
+        if (!rc)
+            q->nw += nv_patch(&q->s.copy, src + done, dst + done, (uint32_t)n, q->words + q->nw);
+        done += n;
+    }
+    return rc;
+}
+
+int arig_nv_release(arig_nvq *q, uint64_t address, uint64_t value) {
+    if (address % 16 || address >= (1ull << 57))
+        return NVE_ARG;
+    int rc = nv_after_peer(q);
+    if (!rc)
+        rc = nv_room(q, q->s.release.n);
+    if (!rc)
+        q->nw += nv_patch(&q->s.release, address, value, 0, q->words + q->nw);
+    return rc;
+}
+
+int arig_nv_acquire(arig_nvq *q, uint64_t address, uint64_t value) {
+    if (address % 8 || address >= (1ull << 57))
+        return NVE_ARG;
+    int rc = nv_room(q, q->s.acquire.n);
+    if (!rc)
+        q->nw += nv_patch(&q->s.acquire, address, value, 0, q->words + q->nw);
+    return rc;
+}
+
+/* Release v into the timeline word after all work so far (both queues'), and submit. */
+static int nv_signal(arig_nvq *q, uint64_t v) {
+    int rc = nv_after_peer(q);
+    return rc ? rc : arig_nv_kick(q, v, 1, 0, 0);
+}
+
+/* Wait (bounded) until the GPU has done submission seq. */
+int arig_nv_wait(arig_nvq *q, uint64_t seq) {
+    if (seq > atomic_load(&q->seq))
+        return NVE_ARG;
+    return nv_wait(q, seq);
+}
+
+uint64_t arig_nv_seq(arig_nvq *q) { return atomic_load(&q->seq); }
+uint32_t arig_nv_pending(arig_nvq *q) { return q->nw; }
+void arig_nv_halt(arig_nvq *q, int32_t h) { atomic_store(&q->halt, h); }
+
+arig_nvq *arig_nv_create(const arig_nv_spec *s) {
+    if (!s->entries || !s->pb_size || (s->args && !s->args_size))
+        return 0;
+    arig_nvq *q = calloc(1, sizeof *q);
+    if (!q)
+        return 0;
+    q->s = *s;
+    q->pbr.size = s->pb_size;
+    q->argr.size = s->args ? s->args_size : 1;
+    q->gpr.size = 1;
+    return q;
+}
+
+void arig_nv_pair(arig_nvq *a, arig_nvq *b) {
+    a->peer = b;
+    b->peer = a;
+}
+
+void arig_nv_destroy(arig_nvq *q) { free(q); }
+
+size_t arig_nv_sizeof_spec(void) { return sizeof(arig_nv_spec); }
+size_t arig_nv_sizeof_launch(void) { return sizeof(arig_nv_launch_rec); }
+
+/* For tests: a template with numbers patched in (returns the word count). */
+uint32_t arig_nv_patch(const arig_nv_tmpl *t, uint64_t a, uint64_t b, uint32_t c, uint32_t *out) { return nv_patch(t, a, b, c, out); }
+
+/* The record compiled fills on an NV device receive (its queue is an arig_nvq *): what arig.nvrm's
+ * NvQueue does, in C.  Each returns 0 or a negative NVE_* code. */
+typedef struct arig_nv_abi {
+    uint32_t version, size;
+    int (*launch)(void *queue, const void *launch);
+    int (*copy)(void *queue, uint64_t dst, uint64_t src, uint64_t nbytes);
+    int (*release)(void *queue, uint64_t address, uint64_t value);
+    int (*acquire)(void *queue, uint64_t address, uint64_t value);
+} arig_nv_abi;
+
+static const arig_nv_abi NV_ABI = {
+    1, sizeof(arig_nv_abi), (int (*)(void *, const void *))arig_nv_launch, (int (*)(void *, uint64_t, uint64_t, uint64_t))arig_nv_copy,
+    (int (*)(void *, uint64_t, uint64_t))arig_nv_release, (int (*)(void *, uint64_t, uint64_t))arig_nv_acquire,
+};
+
+const arig_nv_abi *arig_nv_abi_record(void) { return &NV_ABI; }
+
 static inline uint64_t lane_done(lane_t *l) {
     uint64_t w = l->word ? *l->word : 0, h = atomic_load_explicit(&l->hword, memory_order_acquire);
     return w > h ? w : h;
@@ -215,6 +619,9 @@ static void hostfn(void *p) {
 
 static void set_fault(core_t *c, int32_t code, uint32_t lane, uint64_t v) {
     int32_t zero = 0;
+    for (int i = 0; i < c->nlanes; i++)
+        if (c->lanes[i].nq)
+            atomic_store(&c->lanes[i].nq->halt, 1); /* a wait for ring room ends */
     if (atomic_compare_exchange_strong(&c->fault, &zero, code)) {
         atomic_store(&c->fault_lane, lane);
         atomic_store(&c->fault_v, v);
@@ -227,6 +634,8 @@ static void set_fault(core_t *c, int32_t code, uint32_t lane, uint64_t v) {
 }
 
 static int host_signal(core_t *c, int li, uint64_t v) {
+    if (c->nv) /* the NV backstop: an interrupt once the word holds v, which wakes the loop's driver event fd */
+        return arig_nv_kick(c->lanes[li].nq, 0, 0, 1, v);
     hrec_t *r = malloc(sizeof *r);
     if (!r)
         return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
@@ -254,9 +663,11 @@ static est_t *est_of(core_t *c, uint64_t key) {
 
 /* What an item's duration is predicted by: a kernel with its grid (whatever its arguments),
  * a graph, a C fill, a copy's kind and size. */
-static uint64_t item_key(const item_t *it) {
+static uint64_t item_key(const core_t *c, const item_t *it) {
     uint64_t k = it->a;
-    if (it->kind == K_LAUNCH) {
+    if (it->kind == K_LAUNCH && c->nv) {
+        k = ((const arig_nv_launch_rec *)(uintptr_t)it->a)->key;
+    } else if (it->kind == K_LAUNCH) {
         const arig_launch *l = (const arig_launch *)(uintptr_t)it->a;
         k = (uint64_t)(uintptr_t)l->func ^ ((uint64_t)l->grid[0] << 20) ^ ((uint64_t)l->grid[1] << 40) ^ ((uint64_t)l->grid[2] << 52) ^ l->block[0];
     } else if (it->kind == K_H2D || it->kind == K_D2H) {
@@ -322,7 +733,7 @@ static void signal_lanes(core_t *c) {
         lane_t *l = &c->lanes[i];
         if (l->pend <= l->out)
             continue;
-        CUresult rc = c->memops ? c->cu.write_value64(l->stream, l->word_dev, l->pend, 0) : host_signal(c, i, l->pend);
+        CUresult rc = c->nv ? nv_signal(l->nq, l->pend) : c->memops ? c->cu.write_value64(l->stream, l->word_dev, l->pend, 0) : host_signal(c, i, l->pend);
         if (rc) {
             set_fault(c, rc, (uint32_t)i, l->pend);
             return;
@@ -337,8 +748,24 @@ static void signal_lanes(core_t *c) {
     }
 }
 
+static CUresult run_nv_item(core_t *c, item_t *it) {
+    lane_t *l = &c->lanes[it->lane];
+    switch (it->kind) {
+    case K_CFILL:
+        return ((fill_fn)(uintptr_t)it->a)(l->nq, (void *)(uintptr_t)it->b, it->v);
+    case K_LAUNCH:
+        return arig_nv_launch(l->nq, (const arig_nv_launch_rec *)(uintptr_t)it->a);
+    case K_MARK:
+        return 0;
+    default:
+        return NVE_KIND;
+    }
+}
+
 static CUresult run_item(core_t *c, item_t *it) {
     lane_t *l = &c->lanes[it->lane];
+    if (c->nv)
+        return run_nv_item(c, it);
     switch (it->kind) {
     case K_CFILL:
         return ((fill_fn)(uintptr_t)it->a)(l->stream, (void *)(uintptr_t)it->b, it->v);
@@ -371,6 +798,24 @@ static CUresult run_item(core_t *c, item_t *it) {
     }
 }
 
+/* NV: when the GPU released the word, on CLOCK_MONOTONIC.  The offset between the two clocks is
+ * learned as the least (now - GPU time) seen: a spin sees a release within a fraction of a
+ * microsecond; it is let rise slowly, so that a drift between the clocks is followed. */
+static uint64_t gpu_stamp(core_t *c, lane_t *l, uint64_t now) {
+    uint64_t g = *l->ts;
+    if (!g)
+        return now;
+    int64_t cand = (int64_t)(now - g);
+    if (!c->gpu_cal || cand < c->gpu_off) {
+        c->gpu_off = cand;
+        c->gpu_cal = 1;
+    } else {
+        c->gpu_off += (cand - c->gpu_off) >> 12;
+    }
+    uint64_t s = g + (uint64_t)c->gpu_off;
+    return s < now ? s : now;
+}
+
 /* Look at every lane's completion; tell the loop of progress.  Returns 1 on progress. */
 static int look(core_t *c, uint64_t now) {
     int progressed = 0;
@@ -380,7 +825,7 @@ static int look(core_t *c, uint64_t now) {
         if (d > l->seen) {
             uint64_t t = atomic_load(&l->t_ns);
             if (t <= l->t_look || atomic_load(&l->t_v) < d) { /* no host function stamped this progress: seen now */
-                atomic_store(&l->t_ns, t = now);
+                atomic_store(&l->t_ns, t = l->ts ? gpu_stamp(c, l, now) : now);
                 atomic_store(&l->t_v, d);
             }
             l->t_look = t;
@@ -405,7 +850,7 @@ static void check_faults(core_t *c) {
         lane_t *l = &c->lanes[i];
         if (l->out <= l->seen)
             continue;
-        CUresult rc = c->cu.stream_query(l->stream);
+        CUresult rc = c->nv ? (nv_channel_error(l->nq) ? NVE_CHANNEL : 0) : c->cu.stream_query(l->stream);
         stat_add(c, S_QUERIES);
         if (rc != 0 && rc != 600) { /* CUDA_ERROR_NOT_READY */
             set_fault(c, rc, (uint32_t)i, l->seen + 1);
@@ -500,8 +945,9 @@ static void *run(void *arg) {
     core_t *c = (core_t *)arg;
     prctl(PR_SET_NAME, "arig-native", 0, 0, 0);
     prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0); /* timed sleeps end ~1 us late, not ~55 */
-    c->cu.ctx_set_current(c->ctx);
-    if (c->cu.exchange_capture_mode) {
+    if (!c->nv)
+        c->cu.ctx_set_current(c->ctx);
+    if (!c->nv && c->cu.exchange_capture_mode) {
         int mode = 2; /* CU_STREAM_CAPTURE_MODE_RELAXED: users' global captures stay valid */
         c->cu.exchange_capture_mode(&mode);
     }
@@ -519,15 +965,16 @@ static void *run(void *arg) {
                         run_python(c, it);
                     } else {
                         CUresult rc = run_item(c, it);
-                        if (!rc && c->memops && t + 1 != h && est_peek(c, item_key(it)) > LONG_WORK_NS)
+                        if (!rc && c->memops && t + 1 != h && est_peek(c, item_key(c, it)) > LONG_WORK_NS)
                             /* long work with more behind it: its own completion is progress too (the hang
                              * watchdog sees it); short work is told at the burst's end, one write for all */
-                            rc = c->cu.write_value64(c->lanes[it->lane].stream, c->lanes[it->lane].word_dev, it->v, 0);
+                            rc = c->nv ? nv_signal(c->lanes[it->lane].nq, it->v)
+                                       : c->cu.write_value64(c->lanes[it->lane].stream, c->lanes[it->lane].word_dev, it->v, 0);
                         if (rc) {
                             set_fault(c, rc, it->lane, it->v);
                         } else {
                             c->lanes[it->lane].pend = it->v;
-                            c->lanes[it->lane].pend_key = item_key(it);
+                            c->lanes[it->lane].pend_key = item_key(c, it);
                         }
                     }
                 }
@@ -732,6 +1179,27 @@ core_t *arig_core_create(const arig_cuda *cu, void *ctx, int nlanes, void **stre
     return c;
 }
 
+/* An NV device's core: lanes are its queues; each lane's word is the queue's timeline word. */
+core_t *arig_core_create_nv(arig_nvq **qs, int nlanes, int efd, uint64_t cap, int64_t spin_ns, int64_t idle_ns, int64_t lead_ns, int prewake) {
+    if (nlanes < 1 || nlanes > MAX_LANES)
+        return 0;
+    void *streams[MAX_LANES] = {0};
+    uint64_t words[MAX_LANES], devs[MAX_LANES] = {0};
+    for (int i = 0; i < nlanes; i++)
+        words[i] = qs[i]->s.timeline;
+    arig_cuda none;
+    memset(&none, 0, sizeof none);
+    core_t *c = arig_core_create(&none, 0, nlanes, streams, words, devs, 1, efd, cap, spin_ns, idle_ns, lead_ns, prewake);
+    if (!c)
+        return 0;
+    c->nv = 1;
+    for (int i = 0; i < nlanes; i++) {
+        c->lanes[i].nq = qs[i];
+        c->lanes[i].ts = (volatile uint64_t *)(uintptr_t)(qs[i]->s.timeline + 8);
+    }
+    return c;
+}
+
 int arig_core_start(core_t *c) {
     int rc = pthread_create(&c->th, 0, run, c);
     c->started = rc == 0;
@@ -845,6 +1313,9 @@ void arig_core_abort(core_t *c) { set_fault(c, -2, 0, 0); }
 /* Stop the native thread and join it (GIL released by the caller). */
 void arig_core_stop(core_t *c) {
     atomic_store(&c->stop, 1);
+    for (int i = 0; i < c->nlanes; i++)
+        if (c->lanes[i].nq)
+            atomic_store(&c->lanes[i].nq->halt, 1);
     atomic_fetch_add(&c->fw, 1);
     futex(&c->fw, FUTEX_WAKE_PRIVATE, 1, 0);
     atomic_fetch_add(&c->pyw, 1);

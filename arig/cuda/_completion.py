@@ -83,18 +83,27 @@ class NativeCompletion:
     name = "native"
 
     def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> None:
+        n = len(streams)
+
+        def make(efd: int) -> _native.Core:
+            return _native.Core(
+                driver_table(memops), ctx, streams, [words + 8 * q for q in range(n)], [word_dev + 8 * q for q in range(n)],
+                memops, efd, spin_ns=spin_us * 1000, idle_ns=IDLE_SPIN_NS if spin_us else 0,
+            )  # fmt: skip
+
+        self._start(owner, n, memops, make, join=True)
+
+    def _start(self, owner: Any, n: int, memops: bool, make: Any, join: bool) -> None:
+        """Make and start the core (``make(eventfd)``); ``join``: its last lane is the join lane."""
         self._owner = owner  # the backend: its name, timeline and submit thread
-        self._n = len(streams)
+        self._n = n
         self._memops = memops
         self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self.core: _native.Core | None = None
         self._reader = False
         self._efd_free = False
         try:
-            self.core = _native.Core(
-                driver_table(memops), ctx, streams, [words + 8 * q for q in range(self._n)], [word_dev + 8 * q for q in range(self._n)],
-                memops, self._efd, spin_ns=spin_us * 1000, idle_ns=IDLE_SPIN_NS if spin_us else 0,
-            )  # fmt: skip
+            self.core = make(self._efd)
             self.core.start()
         except BaseException:
             self.close(idle=True)
@@ -107,8 +116,8 @@ class NativeCompletion:
         self._fault = core.fault_word
         lanes = list(zip(range(self._n), core.words if memops else [None] * self._n, core.hwords, core.time_values, core.times))
         # The last lane is the join lane: read once something was joined there (add_join_lane).
-        self._lanes = lanes[:-1]
-        self._join: tuple[Any, ...] | None = lanes[-1]
+        self._lanes = lanes[:-1] if join else lanes
+        self._join: tuple[Any, ...] | None = lanes[-1] if join else None
         self._pushed = 0  # items pushed (the ring's head, as the loop counts it)
         self._loop: Any = None
         self._selector: Any = None
@@ -214,9 +223,13 @@ class NativeCompletion:
         self._lost_told = True
         code, lane, v = f
         tl = self._owner.timeline
-        if code > 0 and tl.lost is None:  # <= 0: Python reported its own error, or the loop lost it
-            where = f"queue {lane}" if lane < self._n - 1 else "the join lane (adopted streams, awaited events)"
-            tl.fail(CudaError.of(code, f"work on {where} of {self._owner.name}, value {v} or earlier (found by the native core)"))
+        if code not in (_native.PY_FAILED, -2) and tl.lost is None:  # Python reported its own error, or the loop lost it
+            tl.fail(self._error(code, lane, v))
+
+    def _error(self, code: int, lane: int, v: int) -> BaseException:
+        """The exception of the failure the core found (its code, lane and value)."""
+        where = f"queue {lane}" if lane < self._n - 1 else "the join lane (adopted streams, awaited events)"
+        return CudaError.of(code, f"work on {where} of {self._owner.name}, value {v} or earlier (found by the native core)")
 
     def abort(self) -> None:
         """The device is lost (loop thread): the core runs nothing more."""

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _log
+from .. import _log, _native
 from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, FillError, OpenError, safe_repr
 from .._memory import Buffer, Image
 from ..device import Backend, fill_result
@@ -62,6 +62,8 @@ from . import _cubin, _fd, _rm
 from . import _exec_params as E
 from . import _push as pb
 from ._launch import LOCAL_BYTES_PER_THREAD, Launch, LoadedKernel, Ring, Slots, copy_chunks, launch_words, register, unregister
+from . import abi as _abi
+from ..cuda._items import _c_arg
 
 __all__ = ["NvBackend", "NvQueue", "NvChannelError", "KINDS", "STAGING_BYTES", "STAGING_SLOTS"]
 
@@ -80,6 +82,8 @@ CHECK_S = 0.02
 #: Longest a submit-thread wait for the GPU (ring room, a drain) lasts before the device is lost.
 WAIT_S = 30.0
 OPEN_WAIT_S = 5.0
+#: The native core's bounded spin for a completion (µs) before the interrupt backstop.
+SPIN_US = 40
 #: How long close waits for the loop to stop reading the device's memory before freeing it.
 QUIESCE_S = 2.0
 #: Offsets in a queue's part of the device's page of pinned host memory (queue i's part starts at
@@ -252,6 +256,10 @@ class NvQueue:
             self.kick()
         self.words += pb.Push().acquire(address, value).words
 
+    def put_words(self, words: list[int]) -> None:
+        """Append pushbuffer words as they are (the channel's first pushbuffer)."""
+        self.words += words
+
     # -- submission (the device's submit thread) ------------------------------------
     def _after_peer(self) -> None:
         """The ordering rule: the other queue's pending words go out, and this queue waits for them on the GPU."""
@@ -412,6 +420,12 @@ class NvBackend(Backend):
         self._seen = [0, 0]
         self._lost_told = False
         self._quiet = threading.Event()
+        self.native = _native.library() is not None
+        self.completion: Any = None  # NvCompletion, with the native core
+        self.submit_thread: Any = None
+        self._deferred: dict[int, _rm.Mem] = {}  # native: freed by the user, freed here once the GPU is past them
+        self._tasks: set[Any] = set()
+        self.capabilities = {}
         proc = _rm.process()
         gpu = self.gpu = proc.gpu(bus)
         gpu.claim(name)
@@ -422,6 +436,9 @@ class NvBackend(Backend):
         try:
             self._open(gpu)
         except BaseException:
+            if self.completion is not None:
+                self.completion.stop_thread()
+                self.completion.close(True)
             self._event_undo.unwind()
             if self._ev >= 0:
                 _close_fd(self._ev)
@@ -430,6 +447,7 @@ class NvBackend(Backend):
             if not failures:
                 for m in reversed(self._own):
                     m.free()
+            self._destroy_queues()
             gpu.unclaim()
             raise
 
@@ -451,16 +469,28 @@ class NvBackend(Backend):
         copy_pushbuf = self._keep(gpu.vram("copy pushbuffer", PUSHBUFFER_BYTES))
         self.staging = self._keep(gpu.host("staging", STAGING_BYTES))
         self._slots = Slots(STAGING_SLOTS, STAGING_BYTES // STAGING_SLOTS)
-        self.queue = NvQueue(id(self), ch.fifo, gpu.doorbell, pushbuf, args, words, error=ch.error)
-        self.copy_queue = NvQueue(id(self), ch.copy, gpu.doorbell, copy_pushbuf, None, words, index=1, copy=True, error=ch.error)
-        self.queue.peer, self.copy_queue.peer = self.copy_queue, self.queue
-        self.queue_handles = [self.queue, self.copy_queue]
+        self.queue_handles: list[Any] = []
+        if self.native:
+            from ._nvq import NativeNvQueue, spec
+
+            self.queue = NativeNvQueue(id(self), spec(pushbuf=pushbuf, args=args, fifo=ch.fifo, doorbell=gpu.doorbell, words=words, base=0, copy=False),
+                                       index=0, copy=False, error=ch.error)  # fmt: skip
+            self.queue_handles.append(self.queue)
+            self.copy_queue = NativeNvQueue(id(self), spec(pushbuf=copy_pushbuf, args=None, fifo=ch.copy, doorbell=gpu.doorbell, words=words,
+                                                           base=WORDS_STRIDE, copy=True), index=1, copy=True, error=ch.error)  # fmt: skip
+            self.queue_handles.append(self.copy_queue)
+            self.queue.pair(self.copy_queue)
+        else:
+            self.queue = NvQueue(id(self), ch.fifo, gpu.doorbell, pushbuf, args, words, error=ch.error)
+            self.copy_queue = NvQueue(id(self), ch.copy, gpu.doorbell, copy_pushbuf, None, words, index=1, copy=True, error=ch.error)
+            self.queue.peer, self.copy_queue.peer = self.copy_queue, self.queue
+            self.queue_handles = [self.queue, self.copy_queue]
         self._words = [q._timeline for q in self.queue_handles]
         # Each channel's first pushbuffer: bind its engine (compute: subchannel 1, with the windows
         # and local memory; copy: subchannel 4).  Added as words: the ordering rule is not involved yet.
-        self.queue.words += pb.setup(gpu.compute_cls, None, local_address=local.va, local_per_tpc=per_tpc).words
+        self.queue.put_words(pb.setup(gpu.compute_cls, None, local_address=local.va, local_per_tpc=per_tpc).words)
         self.queue.kick()
-        self.copy_queue.words += pb.Push().set_object(pb.SUBCH_COPY, gpu.copy_cls).words
+        self.copy_queue.put_words(pb.Push().set_object(pb.SUBCH_COPY, gpu.copy_cls).words)
         self.copy_queue.kick()
         t0 = time.monotonic()
         while self.queue._progress.value < 1 or self.copy_queue._progress.value < 1:
@@ -471,6 +501,11 @@ class NvBackend(Backend):
                 late = [q.engine for q in self.queue_handles if q._progress.value < 1]
                 raise DeviceHang(f"the new {' and '.join(late)} channel(s) did not run their first pushbuffer within {OPEN_WAIT_S} s")
             time.sleep(50e-6)
+        if self.native:
+            from ._nvq import NvCompletion
+
+            self.completion = NvCompletion(self, self.queue_handles, SPIN_US)
+            self.capabilities = dict([_abi.declare(_abi.NvAbi.native())])
         classes = {"usermode": gpu.usermode_cls, "gpfifo": gpu.gpfifo_cls, "compute": gpu.compute_cls, "copy": gpu.copy_cls}
         p = gpu.p
         assert p.va is not None
@@ -478,7 +513,10 @@ class NvBackend(Backend):
             "name": facts.get("name"), "bus": gpu.bus, "uuid": facts.get("uuid"), "chip": facts.get("chip"),
             "memory_total": facts.get("memory_total"), "bar1_size": facts.get("bar1_size"), "hang_ms": self.hang_ms,
             "driver": p.release, "classes": {k: f"0x{v:04x}" for k, v in classes.items()}, "queues": 2,
-            "kinds": KINDS, "completion": "OS event fd (NON_STALL_INTERRUPT) + 20 ms check of both queues' timeline words",
+            "kinds": KINDS,
+            "completion": self.completion.description if self.completion is not None
+            else "OS event fd (NON_STALL_INTERRUPT) + 20 ms check of both queues' timeline words",
+            "core": _native.status(),
             "error_notifier": "read" if ch.notifier.cpu else "not CPU-mapped: channel errors are seen only as hangs",
             "reservation": f"{p.va.base:#x}+{p.va.size:#x}",
             "copies": (f"every kind, by the copy engine (queue 1, HOPPER_DMA_COPY_A) through a {STAGING_BYTES >> 20} MiB pinned staging area "
@@ -497,22 +535,42 @@ class NvBackend(Backend):
         self._reader = True
 
     def submitter(self, st: Any, limit: int) -> Any:
+        """Loop thread, at open: who takes submissions (the native core, or the submit thread)."""
+        self.submit_thread = st
+        if self.completion is not None:
+            self.completion.bind(st._loop, limit)
+            return self.completion
         return _Submitter(st, self)
 
     def prepare(self, fill: Any, arg: Any) -> Any:
+        """Check a submission on the loop (no driver call) and make the item the submitter takes."""
+        native = self.completion is not None
         if type(fill) is Launch:
             if arg is not None:
                 raise ArigValueError("a Launch submitted as the fill takes no arg (it carries its arguments)")
             if fill.owner != id(self):
                 raise ArigValueError(f"{fill!r} is of a kernel another NV device loaded")
-            return (_launch_fill, fill)
+            return fill._item if native else (_launch_fill, fill)
         if fill is None:
-            return (_no_fill, None)
-        return (self.check_fill(fill), arg)
+            return (_native.MARK, 0, 0, 0) if native else (_no_fill, None)
+        if isinstance(fill, (int, ctypes._CFuncPtr)) and not isinstance(fill, bool):  # type: ignore[attr-defined]
+            if not native:
+                raise ArigTypeError(f"{self.name} runs compiled fills on its native core, which is not loaded here ({_native.status()})")
+            return (_native.CFILL, _abi.fill_address(fill), _c_arg(arg), 0)
+        self.check_fill(fill)
+        return (_native.PY, fill, arg) if native else (fill, arg)
 
     def _on_wake(self) -> None:
         # The selector's poll re-armed the driver's flag before this callback: the word read now is fresh.
+        if self.completion is not None:
+            if not self._closed:
+                self.completion.deliver()
+            return
         self._poll()
+
+    def channel_error(self) -> str | None:
+        ch = self.channel
+        return ch.error() if ch is not None and not self._closed else None
 
     def _poll(self) -> None:
         tl = self.timeline
@@ -542,11 +600,15 @@ class NvBackend(Backend):
             self._arm_tick()
 
     def abort(self) -> None:
+        if self.completion is not None:
+            self.completion.abort()  # the core runs nothing more; its queues' waits end
         for q in self.queue_handles:
             q.aborted = True
 
     def _quiesce(self) -> None:
         """Loop thread, asked by close: read the device's memory no more (the submit thread then frees it)."""
+        if self.completion is not None:
+            self.completion.detach()
         if self._tick is not None:
             self._tick.cancel()
             self._tick = None
@@ -585,12 +647,16 @@ class NvBackend(Backend):
 
     # -- the submit thread ---------------------------------------------------------------
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
+        if self.completion is not None:
+            self.completion.call_fill(self.queue_handles[qi], fill, arg, v)  # at its place in the core's ring
+            return
         r = fill(self.queue_handles[qi], arg, v)
         if r is not None:
             fill_result(r, v, _fill_error)
 
     def signal(self, qi: int, v: int) -> None:
-        self.queue_handles[qi].signal(v)
+        if self.completion is None:  # the native core signals its own
+            self.queue_handles[qi].signal(v)
 
     def mark(self, qi: int, v: int) -> None:
         """Nothing: values are released at ``signal`` (at least every 32 fills); the rings track progress on their own."""
@@ -626,11 +692,49 @@ class NvBackend(Backend):
         if self.timeline.lost is not None or self.queue.aborted:
             self._orphans.append(m)
             return
+        if self.completion is not None:
+            # The native thread owns the queues: the loop waits for the value submitted last, then frees here.
+            self._deferred[id(m)] = m
+            loop = self._loop
+            try:
+                assert loop is not None
+                loop.call_soon_threadsafe(self._free_when_reached, m)
+            except (RuntimeError, AssertionError):  # no loop: close frees it
+                pass
+            return
         try:
             for q in self.queue_handles:
                 q.drain()
         except Exception:  # noqa: BLE001 - the GPU may still use it: keep it until close
             self._orphans.append(m)
+            return
+        failures = m.free()
+        if failures:
+            _log.fallback(f"{self.name}: freeing {m.what} memory: {'; '.join(failures)}")
+
+    def _free_when_reached(self, m: _rm.Mem) -> None:
+        """Loop thread: free ``m`` (on the submit thread) once every value assigned so far is reached."""
+        tl = self.timeline
+        if self._closed or tl.lost is not None:
+            return  # close frees it, or keeps it if the channel stays
+        target = tl.assigned
+        if tl.reached >= target:
+            self.post(self._free_deferred, m)
+            return
+
+        async def later() -> None:
+            try:
+                await tl.wait(target)
+            except ArigError:
+                return  # lost: close decides
+            self.post(self._free_deferred, m)
+
+        task = asyncio.ensure_future(later())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _free_deferred(self, m: _rm.Mem) -> None:
+        if self._deferred.pop(id(m), None) is None or self._closed:
             return
         failures = m.free()
         if failures:
@@ -728,11 +832,18 @@ class NvBackend(Backend):
         self._free_after_gpu(m)
 
     # -- the end --------------------------------------------------------------------
+    def _destroy_queues(self) -> None:
+        for q in getattr(self, "queue_handles", []):
+            if hasattr(q, "destroy"):
+                q.destroy()
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self._stop_loop_reads()
+        if self.completion is not None:
+            self.completion.stop_thread()  # the native thread is joined: nothing is submitted after this
         for _m, ids in self._images.values():
             for fid in ids:
                 unregister(fid)
@@ -745,14 +856,21 @@ class NvBackend(Backend):
         ch_failures = ch.free() if ch is not None else []
         if ch_failures:
             # The GPU may still run work that uses the memory: keep it for the process.
-            _ORPHANS.extend([*self._mem.values(), *(m for m, _ in self._images.values()), *self._orphans, *self._own])
+            _ORPHANS.extend([*self._mem.values(), *(m for m, _ in self._images.values()), *self._orphans, *self._deferred.values(), *self._own])
             _log.fallback(f"{self.name}: the RM did not free the channel ({'; '.join(ch_failures)}): its memory stays for the process")
         else:
-            for m in [*self._mem.values(), *(m for m, _ in self._images.values()), *self._orphans, *reversed(self._own)]:
+            for m in [*self._mem.values(), *(m for m, _ in self._images.values()), *self._orphans, *self._deferred.values(), *reversed(self._own)]:
                 failures += m.free()
         self._mem.clear()
         self._images.clear()
         self._orphans.clear()
+        self._deferred.clear()
+        if self.completion is not None:
+            self.completion.close(True)  # the core and its eventfd (detached from the loop already, or closed by detach)
+        if ch_failures:
+            _ORPHANS.extend(q for q in self.queue_handles if hasattr(q, "destroy"))  # the GPU may still read their rings
+        else:
+            self._destroy_queues()
         self._own.clear()
         self.gpu.unclaim()
         if failures:

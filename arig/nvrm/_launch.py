@@ -10,6 +10,7 @@ QMD (V04), which differ between enqueues only in where bank 0 lies.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import threading
 from collections import deque
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _native
 from .._errors import ArigTypeError, ArigValueError, safe_repr
 from . import _cubin
 from . import _push as pb
@@ -89,6 +91,23 @@ _LAUNCH_TEMPLATE = pb.Push().wait_for_idle().invalidate_shader_caches().launch(0
 _QMD_WORD = len(_LAUNCH_TEMPLATE) - 3  # SEND_PCAS_A's value: the QMD's address >> 8
 
 
+def launch_template() -> tuple[list[int], int]:
+    """A launch's words with 0 for the QMD, and the index of the word that holds its address >> 8."""
+    return list(_LAUNCH_TEMPLATE), _QMD_WORD
+
+
+def _qmd_address_words() -> tuple[int, int, int]:
+    """Where bank 0's address goes in a QMD: the word of (address >> 6), the word of (address >> 38), its mask."""
+    hi0, lo0 = q.FIELDS["CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)"]
+    hi1, lo1 = q.FIELDS["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0)"]
+    if lo0 % 32 or hi0 - lo0 != 31 or lo1 % 32 or hi1 - lo1 >= 32:
+        raise AssertionError("the QMD's bank 0 address fields are not where the native core patches them")
+    return lo0 // 32, lo1 // 32, (1 << (hi1 - lo1 + 1)) - 1
+
+
+_CB0_WORDS = _qmd_address_words()
+
+
 def launch_words(qmd_address: int) -> list[int]:
     """The pushbuffer words that launch the QMD at ``qmd_address`` (256-byte aligned, below 2**40)."""
     if qmd_address % 256 or not 0 <= qmd_address < pb.GPFIFO_ADDRESS_LIMIT:
@@ -109,7 +128,8 @@ class Launch:
     here, so a bad launch is refused before it can reach the GPU.
     """
 
-    __slots__ = ("func", "grid", "block", "shared", "args", "kernel", "owner", "cb0", "qmd_offset", "slot_bytes", "_image", "__weakref__")
+    __slots__ = ("func", "grid", "block", "shared", "args", "kernel", "owner", "cb0", "qmd_offset", "slot_bytes", "_image",
+                 "_buf", "_rec", "_item", "__weakref__")  # fmt: skip
 
     def __init__(self, func: int, grid: Any, block: Any, args: bytes | bytearray | memoryview = b"", shared: int = 0) -> None:
         if isinstance(func, bool) or not isinstance(func, int):
@@ -141,6 +161,17 @@ class Launch:
         image[: len(self.cb0)] = self.cb0
         image[self.qmd_offset : self.qmd_offset + q.QMD_BYTES] = q.pack(fields)
         self._image = bytes(image)
+        # What the native core reads: the slot image, and where bank 0's address goes in its QMD.
+        self._buf = ctypes.create_string_buffer(self._image, len(self._image))
+        lo_word, hi_word, hi_mask = _CB0_WORDS
+        key = hash((loaded.program_address, self.grid, self.block, shared)) & (1 << 64) - 1
+        self._rec = _native.NvLaunchRecord(ctypes.addressof(self._buf), self.slot_bytes, self.qmd_offset, lo_word, hi_word, hi_mask, 0, key)
+        self._item = (_native.LAUNCH, ctypes.addressof(self._rec), 0, 0)
+
+    @property
+    def record(self) -> int:
+        """The address of this launch's ``struct arig_nv_launch_rec`` (for a compiled fill's ``abi.launch``; valid while the Launch lives)."""
+        return ctypes.addressof(self._rec)
 
     def slot_image(self, address: int) -> bytes:
         """What an enqueue copies to ``address`` (a ring slot): bank 0, then the QMD pointing at it."""
