@@ -1,6 +1,8 @@
-"""Probe: one task's submit→wait round trip on CUDA for a few kernel lengths,
+"""Probe: one task's submit→wait round trip on CUDA (or the NV device) for a few kernel lengths,
 the native core's counters (spin hits and misses, host functions, eventfd
-writes), and which threads spent the CPU.  Usage (GPU machine): python3 scripts/probe_latency.py [--sched blocking] [--spin-us 40]"""
+writes), and which threads spent the CPU.  On NV, reached_at is the GPU's own
+time of the release, so "seen->resumed" is the GPU's completion to the task's resumption.
+Usage (GPU machine): python3 scripts/probe_latency.py [--device nv] [--sched blocking] [--spin-us 40]"""
 
 from __future__ import annotations
 
@@ -31,12 +33,19 @@ def thread_cpu() -> Counter[str]:
     return out
 
 
-async def probe(spin_us: int, sched: str | None) -> None:
-    async with await arig.open(arig.cuda.gpu(0, spin_us=spin_us, sched=sched)) as dev:
-        img = await dev.load(shipped_image())
+async def probe(spin_us: int, sched: str | None, device: str) -> None:
+    if device == "nv":
+        from arig import nvrm
+
+        opener, L = nvrm.gpu(0), nvrm.Launch
+    else:
+        opener, L = arig.cuda.gpu(0, spin_us=spin_us, sched=sched), Launch
+    async with await arig.open(opener) as dev:
+        cubin = os.path.join(os.path.dirname(arig.__file__), "kernels", "kernels.cubin")  # NV takes sm_90 cubins, not fatbins
+        img = await dev.load(open(cubin, "rb").read() if device == "nv" else shipped_image())
         b = dev._backend
         for us in (0, 50, 200, 1000):
-            launch = Launch(img.function("empty"), 1, 1) if us == 0 else Launch(img.function("spin"), 1, 1, pack(np.uint64(us * 1000)))
+            launch = L(img.function("empty"), 1, 1) if us == 0 else L(img.function("spin"), 1, 1, pack(np.uint64(us * 1000)))
             for _ in range(50):
                 await dev.wait(await dev.submit(launch))
             s0 = b.completion.stats()
@@ -54,7 +63,7 @@ async def probe(spin_us: int, sched: str | None) -> None:
             cpu = (time.process_time() - c0) / n
             per = thread_cpu() - t0
             top = ", ".join(f"{k} {v / n / 1e3:.0f}" for k, v in per.most_common(5))
-            print(f"sched={dev.facts['sched']} spin_us={spin_us:3d} kernel {us:5d} us: p50 {np.median(lat) * 1e6:7.1f} us  p90 {np.percentile(lat, 90) * 1e6:7.1f}"
+            print(f"{dev.name} sched={dev.facts.get('sched')} spin_us={spin_us:3d} kernel {us:5d} us: p50 {np.median(lat) * 1e6:7.1f} us  p90 {np.percentile(lat, 90) * 1e6:7.1f}"
                   f"  seen->resumed {np.median(wake) * 1e6:5.1f}  cpu/wait {cpu * 1e6:6.1f} us"
                   f"\n    core: {', '.join(f'{k} {v - s0.get(k, 0)}' for k, v in b.completion.stats().items())}"
                   f"\n    cpu µs/op by thread: {top}", flush=True)
@@ -64,8 +73,9 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--sched", default=None)
     p.add_argument("--spin-us", type=int, default=40)
+    p.add_argument("--device", choices=("cuda", "nv"), default="cuda")
     a = p.parse_args()
-    asyncio.run(probe(a.spin_us, a.sched))
+    asyncio.run(probe(a.spin_us, a.sched, a.device))
 
 
 if __name__ == "__main__":

@@ -107,6 +107,7 @@ typedef struct lane {
     _Atomic uint64_t t_v;    /* the value t_ns is the time of (written after t_ns) */
     /* the native thread's own */
     uint64_t pend, out, seen, backstop, t_sig, slept_for, prewoke_for, t_look;
+    uint64_t insured; /* NV: the value an interrupt was asked for before a sleep (the driver's event fd tells the loop) */
     uint64_t key, pend_key; /* what the in-flight burst (and the next) ends with: the estimate's key */
     double est;             /* predicted ns from t_sig to the burst's completion */
 } lane_t;
@@ -816,6 +817,25 @@ static uint64_t gpu_stamp(core_t *c, lane_t *l, uint64_t now) {
     return s < now ? s : now;
 }
 
+/* When a lane found done at now was done: the GPU's time of the release where the clocks'
+ * offset is known (NV), else now.  What an estimate learns from a completion found late. */
+static uint64_t done_at(core_t *c, lane_t *l, uint64_t now) {
+    if (!l->ts || !c->gpu_cal || !*l->ts)
+        return now;
+    uint64_t s = *l->ts + (uint64_t)c->gpu_off;
+    return s > l->t_sig && s < now ? s : now;
+}
+
+/* NV, before the native thread sleeps on long work: ask for an interrupt after the lane's value, so
+ * that the loop learns of the completion from the driver's event fd even if the prediction is late. */
+static int insure(core_t *c, int li) {
+    lane_t *l = &c->lanes[li];
+    if (!c->nv || l->insured >= l->out)
+        return 0;
+    l->insured = l->out;
+    return arig_nv_kick(l->nq, 0, 0, 1, l->out);
+}
+
 /* Look at every lane's completion; tell the loop of progress.  Returns 1 on progress. */
 static int look(core_t *c, uint64_t now) {
     int progressed = 0;
@@ -1047,6 +1067,11 @@ static void *run(void *arg) {
              * On the way, wake the loop ahead of the completion by about as long as the loop takes to
              * wake (a vCPU idle for long wakes slowly), so that it is up when the completion comes. */
             /* Signed: an estimate shorter than the leads must not wrap around. */
+            int rc = insure(c, (int)(l - c->lanes));
+            if (rc) {
+                set_fault(c, rc, (uint32_t)(l - c->lanes), l->out);
+                continue;
+            }
             int64_t due = (int64_t)l->t_sig + (int64_t)l->est, n = (int64_t)now;
             int64_t spin_at = due - c->lead_ns - (int64_t)over;
             int64_t pre_at = due - (int64_t)c->wake_est - (int64_t)PREWAKE_MARGIN_NS - (int64_t)over;
@@ -1060,7 +1085,7 @@ static void *run(void *arg) {
                 if (lane_done(l) < l->out) {
                     prewake(c);
                 } else { /* done already: it took less than this */
-                    est_bound(c, l, (double)(now_ns() - l->t_sig), 1);
+                    est_bound(c, l, (double)(done_at(c, l, now_ns()) - l->t_sig), 1);
                     stat_add(c, S_EARLY);
                 }
                 continue;
@@ -1076,7 +1101,7 @@ static void *run(void *arg) {
                     if (lane_done(l) >= l->out) {
                         /* Done before the window opened: it took less than a - t_sig.  Come down
                          * fast (an estimate too long costs a whole sleep per operation). */
-                        est_bound(c, l, (double)(a - l->t_sig), 1);
+                        est_bound(c, l, (double)(done_at(c, l, a) - l->t_sig), 1);
                         stat_add(c, S_EARLY);
                     } else if (c->prewake && l->prewoke_for != l->out) {
                         l->prewoke_for = l->out;
@@ -1117,12 +1142,14 @@ static void *run(void *arg) {
         for (int i = 0; i < c->nlanes; i++) {
             lane_t *x = &c->lanes[i];
             if (x->out > x->seen && x->backstop < x->out) {
-                CUresult rc = host_signal(c, i, x->out);
+                CUresult rc = x->insured >= x->out ? 0 : host_signal(c, i, x->out); /* NV: asked for already */
                 if (rc) {
                     set_fault(c, rc, (uint32_t)i, x->out);
                     break;
                 }
                 x->backstop = x->out;
+                if (c->nv)
+                    x->insured = x->out;
             }
         }
         /* Not done when the spin gave up: it takes longer than that (learn only this bound:

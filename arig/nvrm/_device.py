@@ -407,6 +407,9 @@ class _Submitter:
 class NvBackend(Backend):
     """GPU ``index`` through NVIDIA's kernel driver: a compute and a copy queue, memory, cubins, completion by the OS event fd."""
 
+    #: The native core's loop side (NvCompletion), or None on the pure path.
+    completion: Any = None
+
     def __init__(self, name: str, bus: str) -> None:
         self.name = name
         self._closed = False
@@ -421,7 +424,7 @@ class NvBackend(Backend):
         self._lost_told = False
         self._quiet = threading.Event()
         self.native = _native.library() is not None
-        self.completion: Any = None  # NvCompletion, with the native core
+        self.completion = None
         self.submit_thread: Any = None
         self._deferred: dict[int, _rm.Mem] = {}  # native: freed by the user, freed here once the GPU is past them
         self._tasks: set[Any] = set()

@@ -25,6 +25,7 @@ if not os.path.exists("/dev/nvidiactl") and not arig._env.GPU_REQUIRED:
 import arig
 import arig.cuda_abi
 import arig.nvrm as nvrm
+import arig.nvrm._nvq  # noqa: F401 - the native queue type
 from arig._errors import DeviceLost, OpenError
 
 pytestmark = [pytest.mark.gpu, pytest.mark.asyncio]
@@ -51,7 +52,7 @@ async def test_open_describe_stop() -> None:
         assert dev.facts["memory_total"] > 0 and dev.facts["uuid"].startswith("GPU-")
         assert dev.capability(arig.cuda_abi.KEY) is None
         assert dev.facts["classes"]["copy"] == "0xc8b5" and dev.facts["queues"] == 2
-        assert len(dev.queues) == 2 and isinstance(dev.queues[1].handle, nvrm._device.NvQueue)
+        assert len(dev.queues) == 2 and isinstance(dev.queues[1].handle, (nvrm._device.NvQueue, nvrm._nvq.NativeNvQueue))
         v = await dev.run(None)  # a value with no work: the queue's release and interrupt alone
         assert dev.reached >= v
         v = await asyncio.wait_for(dev.run(None, queue=1), 10)  # the copy channel's release and interrupt
@@ -209,7 +210,7 @@ async def test_python_fills_get_their_queue_and_copy_on_queue_1() -> None:
         flag = await dev.alloc(4096, "pinned")
 
         def fill(queue: Any, arg: Any, v: int) -> None:
-            assert isinstance(queue, nvrm._device.NvQueue) and queue.index == 0
+            assert isinstance(queue, (nvrm._device.NvQueue, nvrm._nvq.NativeNvQueue)) and queue.index == 0
             queue.launch(launch)
             queue.launch(launch)
             queue.release(flag.address, 99)
