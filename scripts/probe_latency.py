@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import os
 import time
+from pathlib import Path
 from collections import Counter
 
 import numpy as np
@@ -42,7 +43,7 @@ async def probe(spin_us: int, sched: str | None, device: str) -> None:
         opener, L = arig.cuda.gpu(0, spin_us=spin_us, sched=sched), Launch
     async with await arig.open(opener) as dev:
         cubin = os.path.join(os.path.dirname(arig.__file__), "kernels", "kernels.cubin")  # NV takes sm_90 cubins, not fatbins
-        img = await dev.load(open(cubin, "rb").read() if device == "nv" else shipped_image())
+        img = await dev.load(Path(cubin).read_bytes() if device == "nv" else shipped_image())
         b = dev._backend
         for us in (0, 50, 200, 1000):
             launch = L(img.function("empty"), 1, 1) if us == 0 else L(img.function("spin"), 1, 1, pack(np.uint64(us * 1000)))

@@ -10,6 +10,7 @@ import asyncio
 import ctypes
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -24,7 +25,7 @@ CUBIN = os.path.join(os.path.dirname(arig.__file__), "kernels", "kernels.cubin")
 async def one(kind: str) -> None:
     if kind == "nv":
         dev = await arig.open(nvrm.gpu(0))
-        img = await dev.load(open(CUBIN, "rb").read())
+        img = await dev.load(Path(CUBIN).read_bytes())
         L = nvrm.Launch
         stamp = ctypes.c_uint64.from_address(dev._backend.queue.timeline_address + 8)  # the release's GPU time
     else:

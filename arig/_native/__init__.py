@@ -262,6 +262,9 @@ def status() -> str:
 class Core:
     """One device's native core: its ring, its thread and its lanes.
 
+    A CUDA device gives libcuda's table, its context and streams; an NV device
+    gives ``table`` None and its queues (``arig_nvq`` pointers) as streams.
+
     Made and closed on the device's Python submit thread; see the module
     docstring for which thread calls which method.
     """

@@ -33,6 +33,13 @@
  *
  * Faults: after FAULT_CHECK_NS without progress the native thread asks
  * cuStreamQuery of each busy lane, and publishes the first error code.
+ *
+ * The NV device (arig.nvrm: NVIDIA's kernel driver, no libcuda) runs on the same core
+ * (arig_core_create_nv): its lanes are GPFIFO channels (arig_nvq, "NV channels" below), a
+ * burst's value is a semaphore release the GPU writes (with its timer) into the lane's word,
+ * the backstop is a NON_STALL_INTERRUPT after the value, which wakes the driver's event fd
+ * that the loop reads, asked for when a spin gives up and before a sleep on long work, and a
+ * fault is a change of the channel's error notifier.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -26,12 +26,12 @@ import anyio.to_thread
 
 from arig._errors import ArigValueError, OpenError, safe_repr
 from arig.device import Backend
-from arig.nvrm import _client, _sysfs
+from arig.nvrm import _client, _sysfs, abi
 from arig.nvrm._launch import Launch
 from arig.nvrm._device import Dmabuf
 from arig.nvrm._params import DriverError, NoGpuError, RmError, Usage
 
-__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener", "Launch", "Dmabuf",
+__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener", "Launch", "Dmabuf", "abi",
            "Usage", "RmError", "DriverError", "NoGpuError"]
 
 

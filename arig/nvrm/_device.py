@@ -21,14 +21,22 @@ flight at once.  Both run in the fill, on the submit thread.
 Threads, and what each may do:
 
 * the device's **submit thread** opens the device (``NvBackend.__init__``),
-  runs fills (which append to the queues' pushbuffers), submits (GPFIFO
-  entry, GPPut, doorbell) at each ``signal``, stages copies, allocates,
-  loads, frees and closes: every RM and UVM call is made here
-  (``arig.nvrm._rm``);
+  runs Python fills (which append to the queues' pushbuffers), stages
+  copies, allocates, loads, frees and closes: every RM and UVM call is made
+  here (``arig.nvrm._rm``);
+* with the native core (``arig/_native/core.c``; ``arig.nvrm._nvq``), the
+  core's **native thread** runs prepared launches, marks and compiled fills,
+  submits (GPFIFO entry, GP_PUT, doorbell) and releases each burst's value,
+  watches the timeline words, and asks for an interrupt where its watch
+  ends; the queues' state is the core's (``arig_nvq``), which the submit
+  thread touches only at open and inside a Python fill, while the native
+  thread waits at that fill's place;
+* without it, the submit thread also submits at each ``signal``;
 * the **event loop** never calls the driver: it reads both queues' timeline
   words (pinned host memory the GPU releases values into) when the OS event
-  fd wakes it and on a 20 ms check while values are outstanding, which also
-  reads the channels' error notifiers.
+  fd wakes it, when the native core tells it, and (without the core) on a
+  20 ms check while values are outstanding, which also reads the channels'
+  error notifiers (the native thread reads them after 20 ms without progress).
 
 A value's completion is the GPU's own semaphore release after its work
 (compute: a host release with RELEASE_WFI; copy: the copy engine's
@@ -476,10 +484,10 @@ class NvBackend(Backend):
         if self.native:
             from ._nvq import NativeNvQueue, spec
 
-            self.queue = NativeNvQueue(id(self), spec(pushbuf=pushbuf, args=args, fifo=ch.fifo, doorbell=gpu.doorbell, words=words, base=0, copy=False),
+            self.queue: Any = NativeNvQueue(id(self), spec(pushbuf=pushbuf, args=args, fifo=ch.fifo, doorbell=gpu.doorbell, words=words, base=0, copy=False),
                                        index=0, copy=False, error=ch.error)  # fmt: skip
             self.queue_handles.append(self.queue)
-            self.copy_queue = NativeNvQueue(id(self), spec(pushbuf=copy_pushbuf, args=None, fifo=ch.copy, doorbell=gpu.doorbell, words=words,
+            self.copy_queue: Any = NativeNvQueue(id(self), spec(pushbuf=copy_pushbuf, args=None, fifo=ch.copy, doorbell=gpu.doorbell, words=words,
                                                            base=WORDS_STRIDE, copy=True), index=1, copy=True, error=ch.error)  # fmt: skip
             self.queue_handles.append(self.copy_queue)
             self.queue.pair(self.copy_queue)
@@ -635,6 +643,8 @@ class NvBackend(Backend):
         self._quiet.wait(QUIESCE_S)
 
     def detach(self) -> None:
+        if self.completion is not None:
+            self.completion.detach()
         if self._tick is not None:
             self._tick.cancel()
             self._tick = None
