@@ -387,7 +387,11 @@ class Device:
         held = fill if arg is None and (keep is None or (type(keep) is tuple and not keep)) else (fill, arg, keep)
         idle = tl.assigned == tl.reached
         v = tl.assign(qi, held)
-        self._put(qi, item, v)
+        try:
+            self._put(qi, item, v)
+        except BaseException as exc:  # the value exists but its work is not queued: it can never be reached
+            tl.fail(exc)
+            raise
         if idle and self._hang_s is not None and self._watch is None:
             self._arm_watchdog()
         return v

@@ -472,6 +472,20 @@ async def test_c_fill_by_pointer_and_by_address(fake: FakeCuda) -> None:
 
 
 @pytest.mark.asyncio
+async def test_c_fill_with_no_arg_gets_null_and_a_bad_int_arg_is_refused(fake: FakeCuda) -> None:
+    """``submit(fill)`` with no arg runs the fill with a NULL arg (on both paths); an int arg outside a
+    pointer's range is refused before a value is given."""
+    got: list[int | None] = []
+    fill = arig.cuda.FILL(lambda q, a, v: got.append(a) or 0)
+    async with await _open() as dev:
+        await asyncio.wait_for(dev.wait(await dev.submit(fill)), T)
+        for bad in (-1, 1 << 64):
+            with pytest.raises(ValueError, match="void"):
+                await dev.submit(fill, bad)
+        assert got == [None] and dev.submitted == 1 and dev.lost is None
+
+
+@pytest.mark.asyncio
 async def test_c_fill_with_the_wrong_prototype_is_refused(fake: FakeCuda) -> None:
     async with await _open() as dev:
         for bad in (ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)(lambda q, a: 0), ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_uint64)(lambda q, a, v: None)):

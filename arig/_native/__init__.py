@@ -193,6 +193,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_destroy": (None, (P,)),
         "arig_core_stats": (None, (P, P, c_int)),
         "arig_core_create_nv": (P, (P, c_int, c_int, c_uint64, c_int64, c_int64, c_int64, c_int)),
+        "arig_core_gpu_time": (c_uint64, (P, c_int)),
         "arig_nv_create": (P, (P,)),
         "arig_nv_pair": (None, (P, P)),
         "arig_nv_destroy": (None, (P,)),
@@ -342,6 +343,10 @@ class Core:
     def due(self) -> int:
         """CLOCK_MONOTONIC ns of the soonest predicted completion (0: nothing in flight)."""
         return int(self._due(self.ptr))
+
+    def gpu_time(self, lane: int) -> int:
+        """An NV lane's last release on CLOCK_MONOTONIC ns, from the GPU's own time (0: unknown)."""
+        return int(self._fast.arig_core_gpu_time(self.ptr, lane))
 
     def loop_spin(self, ns: int) -> bool:
         """Spin up to ``ns`` for progress past ``seen`` (the GIL is released: blocking binding)."""

@@ -1296,6 +1296,16 @@ int32_t arig_core_fault(core_t *c, uint32_t *lane, uint64_t *v) {
 
 uint64_t arig_core_due(core_t *c) { return atomic_load_explicit(&c->due, memory_order_relaxed); }
 
+/* Loop thread: an NV lane's last release on CLOCK_MONOTONIC (its GPU time and the clocks' offset
+ * learned so far), for a value the loop read before the native thread stamped it; 0: unknown. */
+uint64_t arig_core_gpu_time(core_t *c, int lane) {
+    if (lane < 0 || lane >= c->nlanes || !c->lanes[lane].ts || !c->gpu_cal)
+        return 0;
+    uint64_t g = *c->lanes[lane].ts, now = now_ns();
+    uint64_t s = g + (uint64_t)(*(volatile int64_t *)&c->gpu_off);
+    return g && s < now ? s : (g ? now : 0);
+}
+
 /* Loop thread, just before it would block (the GIL released by the caller):
  * spin up to ns for lane progress past seen[i]; the eventfd is not written
  * meanwhile.  Returns 1 on progress.  Re-arms before returning without it. */

@@ -208,8 +208,8 @@ class NativeCompletion:
                 # The core's time of this value (read after the value it is of: it is
                 # written first), or now where the loop read the word before the core did.
                 stamped = tv.value >= v
-                ns = t.value
-                tl.report_local(q, v, ns * 1e-9 if stamped and ns else None)
+                ns = t.value if stamped else self._release_time(q)
+                tl.report_local(q, v, ns * 1e-9 if ns else None)
         if self._fault.value and not self._lost_told:
             self._fault_found()
         if self._space and not self.full():
@@ -225,6 +225,10 @@ class NativeCompletion:
         tl = self._owner.timeline
         if code not in (_native.PY_FAILED, -2) and tl.lost is None:  # Python reported its own error, or the loop lost it
             tl.fail(self._error(code, lane, v))
+
+    def _release_time(self, lane: int) -> int:
+        """CLOCK_MONOTONIC ns of a lane's completion the core has not stamped yet (0: unknown: now)."""
+        return 0
 
     def _error(self, code: int, lane: int, v: int) -> BaseException:
         """The exception of the failure the core found (its code, lane and value)."""

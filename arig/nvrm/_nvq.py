@@ -236,6 +236,11 @@ class NvCompletion(NativeCompletion):
     def description(self) -> str:
         return "native core: GPU-released timeline words (with GPU time), bounded spin, NON_STALL_INTERRUPT backstop on the driver's event fd"
 
+    def _release_time(self, lane: int) -> int:
+        """The GPU's time of the lane's last release (the native thread has not looked yet)."""
+        core = self.core
+        return core.gpu_time(lane) if core is not None else 0
+
     def _error(self, code: int, lane: int, v: int) -> BaseException:
         from ._device import NvChannelError
 
