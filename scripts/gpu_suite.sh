@@ -106,6 +106,9 @@ step "the pytest plugin: its example file, its tests and fault injection on this
 run plugin_example 90 $(( BENCH_MIN + 10 )) python3 -m pytest -q -p arig.testing.plugin examples/test_with_arig.py tests/test_testing_faults.py tests/test_testing_plugin.py -rfEs -p no:cacheprovider
 step "the native core's counters and CPU per thread (scripts/probe_latency.py)"
 run probe 60 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py
+step "the NV device on the native core: its counters, CPU per thread, GPU-to-resume times; the GPU timer's rate (scripts/probe_latency.py --device nv, scripts/probe_nv_timer.py)"
+run probe_nv 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py --device nv
+run probe_nv_timer 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_nv_timer.py
 
 if [ "$BENCH" = 1 ]; then
   step "benchmarks"

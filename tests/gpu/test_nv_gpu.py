@@ -7,6 +7,7 @@ Run: python3 -m pytest -q -m gpu tests/gpu/test_nv_gpu.py
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import hashlib
 import os
 import struct
@@ -23,7 +24,9 @@ if not os.path.exists("/dev/nvidiactl") and not arig._env.GPU_REQUIRED:
     pytest.skip("the NVIDIA kernel driver is not loaded", allow_module_level=True)
 
 import arig
+import arig.cuda
 import arig.cuda_abi
+import arig._native
 import arig.nvrm as nvrm
 import arig.nvrm._nvq  # noqa: F401 - the native queue type
 from arig._errors import DeviceLost, OpenError
@@ -381,3 +384,68 @@ async def test_dma_buf_export_of_device_memory() -> None:
             await dev.dma(pinned)
         with pytest.raises(ValueError, match="not inside the buffer"):
             await dev.dma(pinned, 1 << 20)
+
+
+class _FillArg(ctypes.Structure):
+    _fields_ = [("launch", ctypes.c_uint64), ("x_src", ctypes.c_uint64), ("x", ctypes.c_uint64), ("y", ctypes.c_uint64),
+                ("y_out", ctypes.c_uint64), ("nbytes", ctypes.c_uint64), ("sem", ctypes.c_uint64), ("sem_value", ctypes.c_uint64)]  # fmt: skip
+
+
+_NV_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+_NV_COPY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64)
+_NV_SEM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64)
+
+
+@pytest.mark.skipif(arig._native.library() is None, reason="compiled fills run on the native core")
+async def test_compiled_fill_through_the_record_copies_launches_and_releases() -> None:
+    """A compiled fill (a ctypes FILL, run by the core's native thread) that, through ``arig.nvrm.abi``'s
+    record, copies x to device memory, launches axpy on it, copies y out and releases a semaphore, on
+    the H200, on either queue: the result is numpy's, and the release holds the payload and a GPU time."""
+    n = 1 << 16
+    rng = np.random.default_rng(11)
+    x, y0 = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        rec = dev.capability(arig.nvrm.abi.KEY)
+        assert isinstance(rec, arig.nvrm.abi.NvAbi) and dev.capability(arig.cuda_abi.KEY) is None
+        image = await dev.load(CUBIN)
+        x_src, y, y_out, sem = [await dev.alloc(4 * n, "pinned") for _ in range(4)]
+        x_dev = await dev.alloc(4 * n, "device")
+        x_src.numpy(np.float32)[:n] = x
+        do_launch, do_copy, do_release = _NV_LAUNCH(rec.launch), _NV_COPY(rec.copy), _NV_SEM(rec.release)
+
+        def body(q: int, a: int, v: int) -> int:
+            p = _FillArg.from_address(a)
+            for rc in (do_copy(q, p.x, p.x_src, p.nbytes), do_launch(q, p.launch), do_copy(q, p.y_out, p.y, p.nbytes), do_release(q, p.sem, p.sem_value)):
+                if rc:
+                    return int(rc)
+            return 0
+
+        fill = arig.cuda_abi.FILL(body)
+        for queue in (0, 1):
+            y.numpy(np.float32)[:n] = y0
+            launch = nvrm.Launch(image.function("axpy"), n // 256, 256, axpy_args(3.0, x_dev, y, n))
+            arg = _FillArg(launch.record, x_src.address, x_dev.address, y.address, y_out.address, 4 * n, sem.address, 0xC0FFEE + queue)
+            v = await dev.submit(fill, arg, queue=queue, keep=(arg, launch, fill))
+            await asyncio.wait_for(dev.wait(v), 10)
+            np.testing.assert_allclose(y_out.numpy(np.float32)[:n], np.float32(3.0) * x + y0, rtol=1e-6)
+            value, gpu_time = struct.unpack("<QQ", bytes(sem.numpy(np.uint8)[:16]))
+            assert value == 0xC0FFEE + queue and gpu_time > 0
+        bad = arig.cuda_abi.FILL(lambda q, a, v: do_release(q, sem.address + 8, 1))  # misaligned: refused by the core
+        v = await dev.submit(bad, keep=bad)
+        with pytest.raises(DeviceLost, match="-103"):
+            await asyncio.wait_for(dev.wait(v), 10)
+
+
+async def test_reached_at_is_the_gpu_release_time() -> None:
+    """On the native core, ``reached_at(v)`` is the GPU's time of v's release on CLOCK_MONOTONIC: after the
+    submit, before the task resumed, and for a 2 ms kernel at least 2 ms after the submit."""
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load((REPO / "arig" / "kernels" / "kernels.cubin").read_bytes())
+        spin = nvrm.Launch(image.function("spin"), 1, 1, arig.cuda.pack(np.uint64(2_000_000)))
+        for _ in range(20):
+            t0 = time.monotonic()
+            v = await dev.submit(spin)
+            await dev.wait(v)
+            t1 = time.monotonic()
+            r = dev.reached_at(v)
+            assert r is not None and t0 + 0.002 <= r <= t1, (t0, r, t1)
