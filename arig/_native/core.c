@@ -824,15 +824,6 @@ static uint64_t gpu_stamp(core_t *c, lane_t *l, uint64_t now) {
     return s < now ? s : now;
 }
 
-/* When a lane found done at now was done: the GPU's time of the release where the clocks'
- * offset is known (NV), else now.  What an estimate learns from a completion found late. */
-static uint64_t done_at(core_t *c, lane_t *l, uint64_t now) {
-    if (!l->ts || !c->gpu_cal || !*l->ts)
-        return now;
-    uint64_t s = *l->ts + (uint64_t)c->gpu_off;
-    return s > l->t_sig && s < now ? s : now;
-}
-
 /* NV, before the native thread sleeps on long work: ask for an interrupt after the lane's value, so
  * that the loop learns of the completion from the driver's event fd even if the prediction is late. */
 static int insure(core_t *c, int li) {
@@ -856,6 +847,11 @@ static int look(core_t *c, uint64_t now) {
                 atomic_store(&l->t_v, d);
             }
             l->t_look = t;
+            if (l->ts && c->gpu_cal && d >= l->out && l->out > l->seen && t > l->t_sig)
+                /* NV: the burst in flight is done, and the GPU's time says when: learn its length
+                 * exactly, however it was found (a spin, a timed wake, a push after the loop heard
+                 * of it from the driver's event fd). */
+                est_hit(c, l, (double)(t - l->t_sig));
             l->seen = d;
             progressed = 1;
         }
@@ -1013,6 +1009,10 @@ static void *run(void *arg) {
                 atomic_store(&c->armed, 1);
                 kick(c);
             }
+            /* Completions first: a lane whose burst is done (the loop may have heard of it from an
+             * interrupt or a host function before this thread looked) starts a new prediction now. */
+            if (look(c, now_ns()))
+                last_progress = now_ns();
             if (!atomic_load(&c->fault))
                 signal_lanes(c);
             if (look(c, now_ns()))
@@ -1092,7 +1092,8 @@ static void *run(void *arg) {
                 if (lane_done(l) < l->out) {
                     prewake(c);
                 } else { /* done already: it took less than this */
-                    est_bound(c, l, (double)(done_at(c, l, now_ns()) - l->t_sig), 1);
+                    if (!l->ts || !c->gpu_cal)
+                        est_bound(c, l, (double)(now_ns() - l->t_sig), 1);
                     stat_add(c, S_EARLY);
                 }
                 continue;
@@ -1108,7 +1109,8 @@ static void *run(void *arg) {
                     if (lane_done(l) >= l->out) {
                         /* Done before the window opened: it took less than a - t_sig.  Come down
                          * fast (an estimate too long costs a whole sleep per operation). */
-                        est_bound(c, l, (double)(done_at(c, l, a) - l->t_sig), 1);
+                        if (!l->ts || !c->gpu_cal)
+                            est_bound(c, l, (double)(a - l->t_sig), 1);
                         stat_add(c, S_EARLY);
                     } else if (c->prewake && l->prewoke_for != l->out) {
                         l->prewoke_for = l->out;
@@ -1136,7 +1138,8 @@ static void *run(void *arg) {
         if (look(c, seen_at)) {
             last_progress = seen_at;
             if (l->seen >= target && l->backstop < target) {
-                est_hit(c, l, (double)(seen_at - l->t_sig)); /* seen by this spin: learn */
+                if (!l->ts || !c->gpu_cal)
+                    est_hit(c, l, (double)(seen_at - l->t_sig)); /* seen by this spin: learn (NV: look learned) */
                 stat_add(c, S_SPIN_HITS);
             }
             if (l->seen < l->out)
