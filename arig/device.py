@@ -515,6 +515,36 @@ class Device:
             raise ArigValueError(f"the region at {offset} of {n} bytes is not inside the buffer of {buf.nbytes} bytes")
         return await self._control(dma, buf, offset, n)
 
+    async def map_host(self, obj: Any) -> Buffer:
+        """Host memory the program already has, mapped for the GPU without a copy (NV devices).
+
+        ``obj``: a writable, C-contiguous object with the buffer protocol (a numpy array, a
+        ``bytearray``, an ``mmap``).  The buffer's ``address`` is where the GPU sees it (an address of
+        its own: the host's may lie higher than the GPU reaches), ``numpy()`` views ``obj``'s own
+        memory, and kernels, copies and releases reach it directly.  The kernel driver pins the pages
+        for writing while the buffer lives (``obj`` stays referenced until the GPU's mapping is undone,
+        after the work submitted before ``close()``); pages it will not pin (not mapped or not writable,
+        a shared mapping of a file on ext4 or xfs since Linux 6.5) raise ``arig.nvrm.PinRefused``, a
+        ``ValueError``, as they always would."""
+        self._check_loop()
+        mh = getattr(self._backend, "map_host", None)
+        if mh is None:
+            raise ArigTypeError(f"{self.name} maps no host memory: map_host() is for NV devices")
+        try:
+            view = memoryview(obj)
+        except TypeError:
+            raise ArigTypeError(f"map_host takes an object with the buffer protocol (a numpy array, a bytearray), not {type(obj).__name__}") from None
+        if view.readonly:
+            raise ArigValueError("map_host needs writable memory: the GPU may write it, and the kernel pins its pages for writing")
+        if not view.c_contiguous:
+            raise ArigValueError("map_host needs C-contiguous memory")
+        if view.nbytes == 0:
+            raise ArigValueError("map_host needs at least one byte")
+        address = np.frombuffer(view, dtype=np.uint8).ctypes.data
+        self._check_usable()
+        buf: Buffer = await self._control(mh, address, view.nbytes, obj)
+        return buf
+
     def wrap(self, array: Any) -> Buffer:
         """Another library's GPU array (torch, CuPy, anything with ``__cuda_array_interface__``
         or ``__dlpack__``) as a buffer of this device, sharing its memory: ``upload`` and

@@ -12,6 +12,7 @@ given back, and no driver call came from the event loop's thread.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import struct
 import threading
@@ -255,3 +256,69 @@ async def test_open_stop_20_times_frees_everything(fake: FakeNvrm) -> None:
         assert fake.live() == kept
         assert open_fds() == fds
     # at the fake's exit the process-level objects are freed too, and anything left is a violation
+
+
+def _prot_none_page() -> tuple[int, Any]:
+    """A page mapped with no access, and a writable-looking numpy view of it (what a pin must refuse)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    at = libc.mmap(None, 4096, 0, 0x22, -1, 0)  # PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS
+    assert at not in (None, ctypes.c_void_p(-1).value)
+    return at, np.ctypeslib.as_array((ctypes.c_uint8 * 4096).from_address(at))
+
+
+async def test_map_host_kernels_and_copies_reach_the_programs_own_memory(fake: FakeNvrm) -> None:
+    """``map_host`` of a numpy array (starting inside a page): the buffer's GPU address is its own, a
+    kernel writes the array through it, the copy engine copies into and out of it, and the array's
+    pages are unmapped from the GPU only once the buffer is closed."""
+    n = 3000
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(n, dtype=np.float32)
+    backing = np.zeros(n + 7, np.float32)
+    y = backing[7:]  # 28 bytes into its allocation: not page-aligned
+    y[:] = rng.standard_normal(n, dtype=np.float32)
+    y0 = y.copy()
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        bx = await dev.alloc(4 * n, "device")
+        await dev.upload(bx, x)
+        by = await dev.map_host(y)
+        assert by.kind == "host" and by.nbytes == 4 * n and by.address != y.ctypes.data
+        assert np.shares_memory(by.numpy(np.float32), y)
+        await asyncio.wait_for(dev.run(nvrm.Launch(image.function("axpy"), (n + 255) // 256, 256, axpy_args(2.0, bx, by, n)), keep=(bx, by, image)), T)
+        np.testing.assert_allclose(y, np.float32(2.0) * x + y0, rtol=1e-6)
+        out = np.empty(n, np.float32)
+        await dev.download(by, out)  # the copy engine reads the program's pages through the GPU address
+        assert np.array_equal(out, y)
+        await dev.upload(by, x)  # and writes them
+        assert np.array_equal(y, x)
+        handles = set(fake.live())
+        by.close()
+        await asyncio.wait_for(dev.run(None), T)
+        for _ in range(200):  # the free runs on the submit thread once the loop saw the work done
+            if set(fake.live()) != handles:
+                break
+            await asyncio.sleep(0.01)
+        assert len(handles - set(fake.live())) == 1  # the OS descriptor is gone: the pages are unpinned
+        bx.close()
+
+
+async def test_map_host_refusals(fake: FakeNvrm) -> None:
+    """Read-only, non-contiguous, empty and non-buffer objects are refused by name; pages the kernel
+    will not pin for writing are ``PinRefused`` (a ValueError), and the device stays usable."""
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        ro = np.zeros(16, np.float32)
+        ro.flags.writeable = False
+        with pytest.raises(ValueError, match="writable"):
+            await dev.map_host(ro)
+        with pytest.raises(ValueError, match="contiguous"):
+            await dev.map_host(np.zeros((8, 8), np.float32)[:, 1])
+        with pytest.raises(ValueError, match="one byte"):
+            await dev.map_host(bytearray())
+        with pytest.raises(TypeError, match="buffer protocol"):
+            await dev.map_host(12)
+        _at, page = _prot_none_page()
+        with pytest.raises(nvrm.PinRefused, match="will not pin"):
+            await dev.map_host(page)
+        await asyncio.wait_for(dev.run(None), T)
+        assert dev.lost is None

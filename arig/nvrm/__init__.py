@@ -29,9 +29,9 @@ from arig.device import Backend
 from arig.nvrm import _client, _sysfs, abi
 from arig.nvrm._launch import Launch
 from arig.nvrm._device import Dmabuf
-from arig.nvrm._params import DriverError, NoGpuError, RmError, Usage
+from arig.nvrm._params import DriverError, NoGpuError, PinRefused, RmError, Usage
 
-__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener", "Launch", "Dmabuf", "abi",
+__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener", "Launch", "Dmabuf", "abi", "PinRefused",
            "Usage", "RmError", "DriverError", "NoGpuError"]
 
 

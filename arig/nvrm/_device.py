@@ -436,6 +436,7 @@ class NvBackend(Backend):
         self.submit_thread: Any = None
         self._deferred: dict[int, _rm.Mem] = {}  # native: freed by the user, freed here once the GPU is past them
         self._tasks: set[Any] = set()
+        self._pins: dict[int, Any] = {}  # id(Mem) of map_host's memory -> the object that owns it, until unmapped
         self.capabilities = {}
         proc = _rm.process()
         gpu = self.gpu = proc.gpu(bus)
@@ -694,6 +695,16 @@ class NvBackend(Backend):
         post = self.post
         return Buffer(self.name, kind, m.va, nbytes, lambda: post(self._free_mem, key), host=host)
 
+    def map_host(self, address: int, nbytes: int, owner: Any) -> Buffer:
+        """Submit thread: the program's memory at ``address`` mapped for the GPU (``Device.map_host``)."""
+        m, gpu_address = self.gpu.map_host("host", address, nbytes)
+        key = self._key()
+        self._mem[key] = m
+        self._pins[id(m)] = owner  # its memory must outlive the GPU's mapping of it, which the free undoes later
+        host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+        post = self.post
+        return Buffer(self.name, "host", gpu_address, nbytes, lambda: post(self._free_mem, key), host=host, keep=owner)
+
     def _free_mem(self, key: int) -> None:
         m = self._mem.pop(key, None)
         if m is None or self._closed:
@@ -722,6 +733,7 @@ class NvBackend(Backend):
             self._orphans.append(m)
             return
         failures = m.free()
+        self._pins.pop(id(m), None)
         if failures:
             _log.fallback(f"{self.name}: freeing {m.what} memory: {'; '.join(failures)}")
 
@@ -750,6 +762,7 @@ class NvBackend(Backend):
         if self._deferred.pop(id(m), None) is None or self._closed:
             return
         failures = m.free()
+        self._pins.pop(id(m), None)
         if failures:
             _log.fallback(f"{self.name}: freeing {m.what} memory: {'; '.join(failures)}")
 
@@ -869,7 +882,8 @@ class NvBackend(Backend):
         ch_failures = ch.free() if ch is not None else []
         if ch_failures:
             # The GPU may still run work that uses the memory: keep it for the process.
-            _ORPHANS.extend([*self._mem.values(), *(m for m, _ in self._images.values()), *self._orphans, *self._deferred.values(), *self._own])
+            _ORPHANS.extend([*self._mem.values(), *(m for m, _ in self._images.values()), *self._orphans, *self._deferred.values(), *self._own,
+                             *self._pins.values()])  # fmt: skip
             _log.fallback(f"{self.name}: the RM did not free the channel ({'; '.join(ch_failures)}): its memory stays for the process")
         else:
             for m in [*self._mem.values(), *(m for m, _ in self._images.values()), *self._orphans, *self._deferred.values(), *reversed(self._own)]:
@@ -878,6 +892,7 @@ class NvBackend(Backend):
         self._images.clear()
         self._orphans.clear()
         self._deferred.clear()
+        self._pins.clear()
         if self.completion is not None:
             self.completion.close(True)  # the core and its eventfd (detached from the loop already, or closed by detach)
         if ch_failures:

@@ -99,6 +99,10 @@ def status_name(status: int) -> str:
 # --- errors ---------------------------------------------------------------
 
 
+class PinRefused(ArigValueError):
+    """The kernel driver will not pin these host pages for the GPU (``Device.map_host``): it would refuse them again."""
+
+
 class RmError(ArigError):
     """The RM refused a command: its NV_STATUS code is ``status``.
 

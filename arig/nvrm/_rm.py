@@ -609,6 +609,42 @@ class Gpu:
             raise
         return Mem(what, h, va, size, True, undo)
 
+    def map_host(self, what: str, address: int, size: int) -> tuple[Mem, int]:
+        """The program's own host memory ``[address, address + size)`` mapped for the GPU: its pages
+        (whole pages around it) made an RM OS descriptor, which pins them for writing while it lives,
+        GPU-mapped at an address of their own from the reservation (the host's may lie higher than the
+        GPU reaches).  ``(mem, the GPU address of address)``; ``mem.cpu`` is False (the host keeps its own).
+
+        A pin that falls short (pages not mapped or not writable, a shared mapping of a file on a
+        file system that tracks dirty pages since Linux 6.5, a lack of memory) is ``P.PinRefused``: it
+        would be refused again.  A lack of the RM's memory or of GPU addresses is ``RmError``."""
+        p, undo = self.p, Undo()
+        start = address - address % PAGE_4K
+        n = round_up(address + size, PAGE_4K) - start
+        try:
+            flags = (E.field(*E.NVOS02_FLAGS_PHYSICALITY, E.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
+                     | E.field(*E.NVOS02_FLAGS_LOCATION, E.NVOS02_FLAGS_LOCATION_PCI)
+                     | E.field(*E.NVOS02_FLAGS_COHERENCY, E.NVOS02_FLAGS_COHERENCY_CACHED)
+                     | E.field(*E.NVOS02_FLAGS_MAPPING, E.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
+            arg = E.Nvos02WithFd(params=E.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
+                                                 hClass=E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=start, limit=n - 1), fd=-1)  # fmt: skip
+            _fd.ioctl(self.gpu_fd, E.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
+            if arg.params.status:
+                raise P.PinRefused(
+                    f"the kernel driver will not pin the {n // PAGE_4K} page(s) at {start:#x} for the GPU "
+                    f"({P.status_name(arg.params.status)}): pages not mapped or not writable, a shared mapping of a file "
+                    "on a file system that tracks dirty pages (ext4, xfs: Linux 6.5 and later refuse those), or no memory to pin"
+                )
+            h = int(arg.params.hObjectNew)
+            dev = self.device
+            undo.push(f"free OS descriptor {what}", lambda: p.free(dev, h, f"free OS descriptor {what}"))
+            va = self._va(undo, n, PAGE_4K)
+            self._gpu_map(undo, h, va, n, what)
+        except BaseException:
+            undo.unwind()
+            raise
+        return Mem(what, h, va, n, False, undo), va + (address - start)
+
     # -- the OS event fd (the probe's "OS event fd") ----------------------------------------
     def os_event(self, undo: Undo) -> int:
         """A ctl fd that becomes readable at the GPU's non-stall interrupts (NON_STALL_INTERRUPT after a release).

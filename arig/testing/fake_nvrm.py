@@ -63,6 +63,23 @@ _MEMORY = (E.NV01_MEMORY_SYSTEM, E.NV1_MEMORY_USER, E.NV01_MEMORY_SYSTEM_OS_DESC
 _ENGINES = (*E.COMPUTE_CLASSES, *E.COPY_CLASSES)
 
 
+def _writable(va: int, size: int) -> bool:
+    """Are the pages of [va, va + size) all mapped writable in this process (what a pin for writing needs)?"""
+    at, end = va, va + size
+    with open("/proc/self/maps") as f:
+        spans = sorted((int(lo, 16), int(hi, 16), perms) for lo, hi, perms in (
+            (line.split()[0].split("-")[0], line.split()[0].split("-")[1], line.split()[1]) for line in f))  # fmt: skip
+    for lo, hi, perms in spans:
+        if hi <= at:
+            continue
+        if lo > at or "w" not in perms:  # a hole, or pages not writable
+            return False
+        at = hi
+        if at >= end:
+            return True
+    return False
+
+
 def _status(name: str) -> int:
     return P._ERR_NAMES.index(name) + 1
 
@@ -213,6 +230,9 @@ class FakeNvrm:
         self.root = ""
         self._lock = threading.RLock()
         self._gpu_maps: dict[int, tuple[int, int]] = {}  # GPU VA -> (end, handle)
+        # GPU VA -> the host address its pages are at, where they differ (an OS descriptor of a program's
+        # own memory, map_host's, GPU-mapped at an address of its own): the fake GPU reads and writes there.
+        self._alias: dict[int, int] = {}
         self._gpu_starts: list[int] = []
         self._cpu_maps: dict[int, tuple[int, int]] = {}  # CPU address -> (size, handle) of mmaps of driver files
         self._os_events: dict[int, int] = {}  # the device's event fd -> the fake's eventfd (same file)
@@ -235,7 +255,7 @@ class FakeNvrm:
         n = np.dtype(dtype).itemsize * count
         if not self._mapped(address, n):
             raise NvFault(31, f"{n} bytes at {address:#x} are not GPU-mapped")
-        return np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(address)).view(dtype)
+        return np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(self._host_of(address))).view(dtype)
 
     def live(self) -> dict[int, str]:
         """Handle -> what, of every RM object that exists now."""
@@ -346,6 +366,15 @@ class FakeNvrm:
             os.close(fd)
         except OSError:
             pass
+
+    def _host_of(self, addr: int) -> int:
+        """Where the GPU's address ``addr`` (mapped) lies for the host: itself, but in map_host's memory."""
+        if not self._alias:
+            return addr
+        with self._lock:
+            i = bisect.bisect_right(self._gpu_starts, addr) - 1
+            start = self._gpu_starts[i] if i >= 0 else None
+            return addr if start is None or start not in self._alias else self._alias[start] + (addr - start)
 
     def _mapped(self, addr: int, n: int) -> bool:
         with self._lock:
@@ -750,6 +779,8 @@ class FakeNvrm:
             va, size = int(p.pMemory), int(p.limit) + 1
             if not va or va % 4096 or size % 4096:
                 raise _Refused("INVALID_ARGUMENT")
+            if not _writable(va, size):  # the kernel pins the pages for writing: any it cannot, it refuses
+                raise _Refused("INVALID_ADDRESS")
             o = self._new(E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, parent.handle, int(p.hRoot), fd, int(p.hObjectNew))
             o.os_va, o.size = va, size
             p.status = 0
@@ -801,7 +832,7 @@ class FakeNvrm:
                 raise _Refused("INVALID_ADDRESS")
             if o.cls == E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
                 if va != o.os_va:
-                    self._violation(f"{what}: an OS descriptor of {o.os_va:#x} GPU-mapped at {va:#x}")
+                    self._alias[va] = o.os_va  # the program's own pages, at a GPU address of their own
             elif o.memfd >= 0:
                 _real_mmap(va, size, _PROT_RW, _MAP_SHARED | _MAP_FIXED, o.memfd)  # the GPU's view, at its address
             self._gpu_maps[va] = (va + size, o.handle)
@@ -827,6 +858,7 @@ class FakeNvrm:
 
     def _drop_gpu_map(self, va: int) -> None:
         del self._gpu_maps[va]
+        self._alias.pop(va, None)
         self._gpu_starts.remove(va)
 
     def _alloc_os_event(self, fd: int, f: _File, arg: Any, what: str) -> None:
@@ -955,10 +987,12 @@ class FakeNvrm:
                 ctypes.c_uint32.from_address(ch.userd + E.USERD_GP_GET).value = ch.get
         return True
 
-    def _check(self, addr: int, n: int, what: str) -> None:
+    def _check(self, addr: int, n: int, what: str) -> int:
+        """The host address of ``n`` GPU-mapped bytes at ``addr``; an MMU fault where they are not mapped."""
         if not self._mapped(addr, n):
             self._violation(f"GPU {what} of {n} bytes at {addr:#x}: not GPU-mapped (MMU fault)")
             raise _Stop(f"MMU fault at {addr:#x}", 31)
+        return self._host_of(addr)
 
     def _run_segment(self, ch: _Channel, words: tuple[int, ...]) -> None:
         i = 0
@@ -1034,7 +1068,7 @@ class FakeNvrm:
             raise _Stop("unknown semaphore operation", 13)
 
     def _release_sem(self, addr: int, payload: int, *, wide: bool, stamp: bool) -> None:
-        self._check(addr, 16 if stamp else 8 if wide else 4, "semaphore release")
+        addr = self._check(addr, 16 if stamp else 8 if wide else 4, "semaphore release")
         if stamp:
             ctypes.c_uint64.from_address(addr + 8).value = time.monotonic_ns()
         if wide:
@@ -1043,7 +1077,7 @@ class FakeNvrm:
             ctypes.c_uint32.from_address(addr).value = payload
 
     def _acquire(self, ch: _Channel, addr: int, value: int, *, wide: bool, op: int) -> None:
-        self._check(addr, 8 if wide else 4, "semaphore acquire")
+        addr = self._check(addr, 8 if wide else 4, "semaphore acquire")
         bits = 64 if wide else 32
         kind = ctypes.c_uint64 if wide else ctypes.c_uint32
         deadline = time.monotonic() + self.acquire_timeout
@@ -1175,9 +1209,9 @@ class FakeNvrm:
             lines = get(C.LINE_COUNT) if (v >> 9) & 1 else 1
             pin, pout = (get(C.PITCH_IN), get(C.PITCH_OUT)) if lines > 1 else (0, 0)
             for k in range(lines):
-                self._check(src + k * pin, n, "copy read")
-                self._check(dst + k * pout, n, "copy write")
-                ctypes.memmove(dst + k * pout, src + k * pin, n)
+                at_src = self._check(src + k * pin, n, "copy read")
+                at_dst = self._check(dst + k * pout, n, "copy write")
+                ctypes.memmove(at_dst, at_src, n)
         sem = (v >> 3) & 3
         if sem:
             addr = (get(C.SET_SEMAPHORE_A) & 0x1FFFFFF) << 32 | get(C.SET_SEMAPHORE_B)

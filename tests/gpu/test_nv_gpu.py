@@ -449,3 +449,37 @@ async def test_reached_at_is_the_gpu_release_time() -> None:
             t1 = time.monotonic()
             r = dev.reached_at(v)
             assert r is not None and t0 + 0.002 <= r <= t1, (t0, r, t1)
+
+
+async def test_map_host_on_the_h200() -> None:
+    """``map_host`` of a numpy array not aligned to a page: an axpy writes it through its GPU address, the
+    copy engine reads and writes it, and a page with no access is refused as the kernel refuses its pin."""
+    n = 1 << 16
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(n, dtype=np.float32)
+    backing = np.zeros(n + 3, np.float32)
+    y = backing[3:]
+    y[:] = rng.standard_normal(n, dtype=np.float32)
+    y0 = y.copy()
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        bx = await dev.alloc(4 * n, "device")
+        await dev.upload(bx, x)
+        by = await dev.map_host(y)
+        assert by.kind == "host" and by.address != y.ctypes.data
+        await asyncio.wait_for(dev.run(nvrm.Launch(image.function("axpy"), n // 256, 256, axpy_args(2.0, bx, by, n)), keep=(bx, by, image)), 10)
+        np.testing.assert_allclose(y, np.float32(2.0) * x + y0, rtol=1e-5, atol=1e-6)
+        out = np.empty(n, np.float32)
+        await dev.download(by, out)
+        assert np.array_equal(out, y)
+        await dev.upload(by, x)
+        assert np.array_equal(y, x)
+        by.close()
+        libc = ctypes.CDLL(None)
+        libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+        at = libc.mmap(None, 4096, 0, 0x22, -1, 0)  # PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS
+        with pytest.raises(nvrm.PinRefused, match="will not pin"):
+            await dev.map_host(np.ctypeslib.as_array((ctypes.c_uint8 * 4096).from_address(at)))
+        await asyncio.wait_for(dev.run(None), 10)
+        assert dev.lost is None
+        bx.close()
