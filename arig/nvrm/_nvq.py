@@ -22,8 +22,7 @@ from typing import Any
 
 from .. import _native
 from .._errors import ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, FillError, safe_repr
-from ..cuda._completion import IDLE_SPIN_NS, NativeCompletion
-from ..device import fill_result
+from .._native.completion import IDLE_SPIN_NS, NativeCompletion
 from . import _exec_params as E
 from . import _push as pb
 from ._launch import Launch, launch_template
@@ -252,22 +251,3 @@ class NvCompletion(NativeCompletion):
         if code in _native.NV_ERRORS:
             return FillError(code, f"{where}: {_native.NV_ERRORS[code]}")
         return FillError(code, f"C fill of {where} returned {code}")
-
-    def call_fill(self, queue: Any, fill: Any, arg: Any, v: int) -> None:
-        """Submit thread: a Python fill, at its place in the core's ring (the gate)."""
-        core = self.core
-        assert core is not None
-        if not core.py_begin(v):
-            return  # lost or stopping: the core skipped this value
-        try:
-            r = fill(queue, arg, v)
-            if r is not None:
-                fill_result(r, v, _fill_error)
-        except BaseException:
-            core.py_end(v, _native.PY_FAILED)
-            raise
-        core.py_end(v, 0)
-
-
-def _fill_error(code: int, v: int) -> BaseException:
-    return FillError(code)
