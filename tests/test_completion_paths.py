@@ -368,6 +368,28 @@ async def test_long_kernel_is_not_reached_early(path: Path, kind: str) -> None:
 
 
 @pytest.mark.asyncio
+async def test_progress_shows_within_a_burst_of_long_kernels(path: Path) -> None:
+    """Eight kernels of 0.15 s submitted at once (one burst of the submit or native thread) under a
+    0.5 s hang watchdog: each one's completion is progress, so the device is not lost, on every path
+    (without stream memory operations, each fill of the pure path gets its own host function)."""
+    done: list[int] = []
+
+    def kernel(args: bytes) -> None:
+        time.sleep(0.15)
+        done.append(struct.unpack("<Q", args)[0])
+
+    dev = await asyncio.wait_for(arig.open(arig.cuda.gpu(0, hang_ms=500)), T)
+    path.devices.append(dev)
+    img = await dev.load(path.fake.image(slow=(kernel, (8,))))
+    func = img.function("slow")
+    vs = [await dev.submit(Launch(func, 1, 1, pack(np.uint64(i)))) for i in range(8)]
+    await asyncio.wait_for(dev.wait(vs[-1]), T)
+    assert dev.lost is None and done == list(range(8))
+    await asyncio.wait_for(dev.stop(), T)
+    del img
+
+
+@pytest.mark.asyncio
 async def test_no_spin_host_functions_only(path: Path) -> None:
     """``spin_us=0``: the native thread never spins (the host-function backstop tells
     every completion); held work stays unreached, long work is not reached early."""

@@ -988,11 +988,14 @@ static void *run(void *arg) {
                         run_python(c, it);
                     } else {
                         CUresult rc = run_item(c, it);
-                        if (!rc && c->memops && t + 1 != h && est_peek(c, item_key(c, it)) > LONG_WORK_NS)
-                            /* long work with more behind it: its own completion is progress too (the hang
-                             * watchdog sees it); short work is told at the burst's end, one write for all */
+                        double e = it->kind == K_MARK ? 1 : est_peek(c, item_key(c, it));
+                        if (!rc && t + 1 != h && (e == 0 || e > LONG_WORK_NS))
+                            /* work known to be long, or of unknown length, with more behind it: its own
+                             * completion is progress too (the hang watchdog sees it, and a burst of long
+                             * work never looks hung); short work is told at the burst's end, one write for all */
                             rc = c->nv ? nv_signal(c->lanes[it->lane].nq, it->v)
-                                       : c->cu.write_value64(c->lanes[it->lane].stream, c->lanes[it->lane].word_dev, it->v, 0);
+                                 : c->memops ? c->cu.write_value64(c->lanes[it->lane].stream, c->lanes[it->lane].word_dev, it->v, 0)
+                                             : host_signal(c, (int)it->lane, it->v);
                         if (rc) {
                             set_fault(c, rc, it->lane, it->v);
                         } else {

@@ -13,9 +13,11 @@ Two implementations of one job, chosen at open:
     device's Python submit thread (``py_begin``/``py_end``).
 
 ``PureCompletion`` (no native core: ``ARIG_PURE=1`` or no C compiler)
-    The Python submit thread runs every fill; after each burst it has the
-    GPU write the lane's word (where stream memory operations exist) and
-    enqueues libc's ``sem_post`` as a host function (GIL-free).  One waiter
+    The Python submit thread runs every fill; after each fill it has the
+    GPU write the lane's word (where stream memory operations exist; without
+    them, each fill gets its own host function, so that a burst of long work
+    shows progress), and after each burst it enqueues libc's ``sem_post`` as
+    a host function (GIL-free).  One waiter
     thread per lane sleeps in ``sem_timedwait`` and reports.  Without stream
     memory operations the values signalled are kept in order, and each post
     of the host function, never anything else, reaches the next one.
@@ -121,10 +123,15 @@ class _PureLane:
     def mark(self, v: int) -> None:
         # The GPU writes v once the fill's work is done: progress shows between
         # host functions (the waiter's poll reads it, and so the hang watchdog).
+        # Without stream memory operations, each fill's own host function tells it.
         if self.memops:
             check(lib.cuStreamWriteValue64_v2(self.stream, self.word_dev, v, 0), "cuStreamWriteValue64")
+        else:
+            self.signal(v)
 
     def signal(self, v: int) -> None:
+        if v == self.signalled:
+            return  # its host function is enqueued already (mark)
         if not self.memops:
             self.values.append(v)  # before the host function exists: its post finds it
         rc = lib.cuLaunchHostFunc(self.stream, SEM_POST, ctypes.addressof(self.sem))
