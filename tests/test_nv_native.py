@@ -401,3 +401,99 @@ async def test_pure_path_refuses_compiled_fills(pure_fake: FakeNvrm) -> None:
         assert dev.submitted == 0 and dev.lost is None
         await asyncio.wait_for(dev.run(None), T)
     assert ran == []
+
+
+# -- 6. the core's rings wrap and fill ---------------------------------------------------------------
+
+
+@pytest.fixture
+def small_rings(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeNvrm]:
+    """The fake driver with rings small enough that a test wraps and fills each of them: 64 GPFIFO
+    entries, 16 KiB of pushbuffer and 32 KiB of argument ring per queue (the core uses the first
+    bytes of the full-size allocations)."""
+    if not _native_core_here():
+        pytest.skip(f"the native core is not in use here: {arig._native.status()}")
+    import arig.nvrm._rm as rm
+
+    monkeypatch.setattr(rm, "GPFIFO_ENTRIES", 64)
+    spec = arig.nvrm._nvq.spec
+
+    def small(**kw: Any) -> Any:
+        s = spec(**kw)
+        s.pb_size = 16 << 10
+        if s.args:
+            s.args_size = 32 << 10
+        return s
+
+    monkeypatch.setattr(arig.nvrm._nvq, "spec", small)
+    gate = threading.Event()
+    gate.set()
+    f = FakeNvrm()
+    f.gate = gate  # type: ignore[attr-defined]
+    _with_axpy(f, before=lambda: gate.wait(T))
+    yield from _installed(f)
+
+
+@pytest.mark.asyncio
+async def test_rings_wrap_under_3000_launches_and_copies(small_rings: FakeNvrm) -> None:
+    """3,000 launches from 8 tasks and staged copies between them, through rings that wrap many times
+    (each launch takes a 1 KiB argument slot, each submission a GPFIFO entry): every value is reached,
+    in order, with every task's data right."""
+    fake, total, tasks, n = small_rings, 3000, 8, 64
+    values: list[int] = []
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        func = image.function("axpy")
+        ones = await dev.alloc(4 * n, "device")
+        await dev.upload(ones, np.ones(n, np.float32))
+
+        async def task(k: int, count: int) -> None:
+            y = await dev.alloc(4 * n, "device")
+            await dev.upload(y, np.zeros(n, np.float32))
+            # y += a with a different a per launch: a slot reused before the GPU read it would change the sum
+            launches = [nvrm.Launch(func, 1, n, axpy_args(float(j + 1), ones, y, n)) for j in range(7)]
+            want = 0.0
+            for i in range(count):
+                values.append(await dev.submit(launches[i % 7], keep=(y, ones)))
+                want += i % 7 + 1
+                if i % 25 == 24:  # a staged copy now and then: the copy queue's rings turn too
+                    out = np.empty(n, np.float32)
+                    await asyncio.wait_for(dev.download(y, out), T)
+                    assert np.all(out == np.float32(want)), (k, i, out[:4])
+            out = np.empty(n, np.float32)
+            await asyncio.wait_for(dev.download(y, out), T)
+            assert np.all(out == np.float32(want)), (k, out[:4])
+            y.close()
+
+        await asyncio.wait_for(asyncio.gather(*(task(k, total // tasks) for k in range(tasks))), 120)
+        assert len(set(values)) == total  # one value each (the downloads' values lie between them)
+        assert dev.lost is None and dev.reached >= max(values)
+        assert dev.queues[0].handle.seq > 3 * 64 and dev.queues[1].handle.seq > 64  # both GPFIFO rings wrapped
+    assert len(fake.launches) == total
+
+
+@pytest.mark.asyncio
+async def test_full_rings_wait_for_the_gpu_then_go_on(small_rings: FakeNvrm) -> None:
+    """With the fake GPU held inside the first launch, 300 more launches fill the argument ring (32
+    slots of 1 KiB) and the GPFIFO ring: the native thread waits for room (bounded, without the loop
+    blocking), and once the GPU goes on every value is reached and every launch ran once."""
+    fake, n = small_rings, 64
+    gate: threading.Event = fake.gate  # type: ignore[attr-defined]
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        ones, y = await dev.alloc(4 * n, "pinned"), await dev.alloc(4 * n, "pinned")
+        ones.numpy(np.float32)[:n] = 1.0
+        y.numpy(np.float32)[:n] = 0.0
+        # y += i + 1 for launch i: a slot reused before the GPU read it would change the sum
+        launches = [nvrm.Launch(image.function("axpy"), 1, n, axpy_args(float(i + 1), ones, y, n)) for i in range(301)]
+        gate.clear()
+        vs = [await dev.submit(launch, keep=(y, ones)) for launch in launches]
+        t0 = time.monotonic()
+        await asyncio.sleep(0.3)  # the loop runs meanwhile: submit never blocked it
+        assert time.monotonic() - t0 < 0.5
+        assert dev.reached < vs[-1]
+        gate.set()
+        await asyncio.wait_for(dev.wait(vs[-1]), 60)
+        assert dev.lost is None and np.all(y.numpy(np.float32)[:n] == np.float32(301 * 302 // 2))
+        assert dev.queues[0].handle.seq > 64  # the GPFIFO ring wrapped too
+    assert len(fake.launches) == 301
