@@ -205,8 +205,6 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_nv_acquire": (c_int, (P, c_uint64, c_uint64)),
         "arig_nv_wait": (c_int, (P, c_uint64)),
         "arig_nv_seq": (c_uint64, (P,)),
-        "arig_nv_pending": (c_uint32, (P,)),
-        "arig_nv_halt": (None, (P, c_int32)),
         "arig_nv_sizeof_spec": (ctypes.c_size_t, ()),
         "arig_nv_sizeof_launch": (ctypes.c_size_t, ()),
         "arig_nv_patch": (c_uint32, (P, c_uint64, c_uint64, c_uint32, P)),

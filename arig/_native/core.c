@@ -558,8 +558,6 @@ int arig_nv_wait(arig_nvq *q, uint64_t seq) {
 }
 
 uint64_t arig_nv_seq(arig_nvq *q) { return atomic_load(&q->seq); }
-uint32_t arig_nv_pending(arig_nvq *q) { return q->nw; }
-void arig_nv_halt(arig_nvq *q, int32_t h) { atomic_store(&q->halt, h); }
 
 arig_nvq *arig_nv_create(const arig_nv_spec *s) {
     if (!s->entries || !s->pb_size || (s->args && !s->args_size))

@@ -239,9 +239,7 @@ class NvQueue:
                 raise ArigTypeError("this compute queue has no copy queue to copy on")
             self.peer.copy(dst, src, nbytes)
             return
-        for what, x in (("dst", dst), ("src", src), ("nbytes", nbytes)):
-            if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-                raise ArigValueError(f"queue.copy: {what} must be an int >= 0, got {safe_repr(x)}")
+        pb.check_copy_args(dst, src, nbytes)
         if nbytes == 0:
             return
         words = pb.Push().copy(dst, src, nbytes).words  # checks the addresses before anything is enqueued

@@ -139,10 +139,6 @@ class NativeNvQueue:
         """Submissions made (the progress word's values)."""
         return int(self._lib.arig_nv_seq(self.ptr))
 
-    @property
-    def pending(self) -> int:
-        return int(self._lib.arig_nv_pending(self.ptr))
-
     # -- what fills call -------------------------------------------------------------
     def launch(self, launch: Launch) -> None:
         """Enqueue ``launch`` on the compute channel (its bank 0 and QMD into the argument ring)."""
@@ -154,9 +150,7 @@ class NativeNvQueue:
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         """Enqueue a copy-engine copy of ``nbytes`` from GPU address ``src`` to ``dst`` on the copy channel."""
-        for what, x in (("dst", dst), ("src", src), ("nbytes", nbytes)):
-            if isinstance(x, bool) or not isinstance(x, int) or x < 0:
-                raise ArigValueError(f"queue.copy: {what} must be an int >= 0, got {safe_repr(x)}")
+        pb.check_copy_args(dst, src, nbytes)
         if max(dst, src) + nbytes > 1 << 57:
             raise ArigValueError(f"queue.copy: {nbytes} bytes from {src:#x} to {dst:#x} reach past 2**57")
         self._check(self._lib.arig_nv_copy(self.ptr, dst, src, nbytes), "queue.copy")
@@ -186,16 +180,6 @@ class NativeNvQueue:
         if seq > self.seq:
             raise ArigValueError(f"submission {seq} of {self!r} was never made")
         self._check(self._lib.arig_nv_wait(self.ptr, seq), f"waiting for {what}")
-
-    def drain(self) -> None:
-        """Submit what is pending and wait (bounded) until the GPU has done all of it."""
-        if self.pending:
-            self.kick()
-        if self.seq > self._progress.value:
-            self.wait(self.seq, "the queue's work to finish")
-
-    def halt(self) -> None:
-        self._lib.arig_nv_halt(self.ptr, 1)
 
     def destroy(self) -> None:
         if self.ptr:

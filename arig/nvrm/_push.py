@@ -28,11 +28,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from .._errors import ArigValueError
+from .._errors import ArigValueError, safe_repr
 
 __all__ = [
     "SUBCH_HOST", "SUBCH_COMPUTE", "SUBCH_COPY", "method_header", "gpfifo_entry", "Push",
-    "C86F", "CBC0", "C8B5", "local_bytes_per_tpc", "setup", "launch_and_signal", "words_of",
+    "C86F", "CBC0", "C8B5", "local_bytes_per_tpc", "setup", "launch_and_signal", "words_of", "check_copy_args",
 ]
 
 
@@ -215,6 +215,13 @@ def method_header(subch: int, mthd: int, count: int, *, incrementing: bool = Tru
     return (_fit("SEC_OP", sec, *C86F.DMA_SEC_OP) | _fit("method count", count, *C86F.DMA_METHOD_COUNT)
             | _fit("subchannel", subch, *C86F.DMA_METHOD_SUBCHANNEL)
             | _fit("method address", mthd >> 2, *C86F.DMA_METHOD_ADDRESS))
+
+
+def check_copy_args(dst: object, src: object, nbytes: object) -> None:
+    """A queue's ``copy(dst, src, nbytes)`` takes ints >= 0: ArigValueError naming the one that is not."""
+    for what, x in (("dst", dst), ("src", src), ("nbytes", nbytes)):
+        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+            raise ArigValueError(f"queue.copy: {what} must be an int >= 0, got {safe_repr(x)}")
 
 
 def gpfifo_entry(address: int, ndwords: int, *, subroutine: bool = True) -> int:
