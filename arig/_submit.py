@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ._errors import ArigError, DeviceLost, DeviceStopped, OpenError, describe
+from ._port import port_of
 
 __all__ = ["SubmitThread", "Control"]
 
@@ -45,6 +46,7 @@ class SubmitThread:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, name: str, limit: int) -> None:
         self._loop = loop
+        self._post = port_of(loop).post
         self._q: _queue.SimpleQueue[Any] = _queue.SimpleQueue()
         self._limit = limit
         self._put = 0
@@ -239,15 +241,6 @@ class SubmitThread:
         except BaseException:  # noqa: BLE001 - close must not leave stop() hanging
             pass
         self._post(_set_result, self._finished, None)
-
-    def _post(self, fn: Callable[..., Any], *args: Any) -> None:
-        loop = self._loop
-        if loop.is_closed():
-            return
-        try:
-            loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:
-            pass
 
 
 def _set_result(fut: asyncio.Future[Any], value: Any) -> None:

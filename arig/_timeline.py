@@ -3,9 +3,10 @@
 Rule: everything here that touches a future runs on the event-loop thread.
 The only entry points other threads may call are :meth:`Timeline.report`
 and :meth:`Timeline.fail_threadsafe`; both only store a number or an
-exception and schedule :meth:`_deliver` with ``call_soon_threadsafe``, which
-is guarded against a closed loop and never raises into the caller's thread
-(a CUDA host function or a worker thread must never see a Python error).
+exception and schedule :meth:`_deliver` through the loop's port
+(``arig._port``), which is guarded against a closed loop and never raises
+into the caller's thread (a CUDA host function or a worker thread must never
+see a Python error).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from . import _log
 from ._errors import DeviceLost
+from ._port import port_of
 
 __all__ = ["Timeline"]
 
@@ -32,6 +34,7 @@ class Timeline:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, name: str, nqueues: int) -> None:
         self._loop = loop
+        self._call_soon = port_of(loop).post
         self._name = name
         # Written by reporting threads, read by the loop (a list item store is
         # atomic under the GIL); per queue, the highest value it completed.
@@ -200,16 +203,4 @@ class Timeline:
 
     def fail_threadsafe(self, cause: BaseException) -> None:
         """Lose the timeline from any thread.  Never raises."""
-        try:
-            self._call_soon(self.fail, cause)
-        except BaseException:  # noqa: BLE001
-            pass
-
-    def _call_soon(self, fn: Any, *args: Any) -> None:
-        loop = self._loop
-        if loop.is_closed():
-            return
-        try:
-            loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # the loop closed between the check and the call
-            pass
+        self._call_soon(self.fail, cause)

@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from .._errors import ArigError, FillError
-from .._loop import selector_of
+from .._port import port_of
 from ..device import fill_result
 from . import PY, PY_FAILED, Core
 
@@ -67,7 +67,7 @@ class NativeCompletion:
         self._lanes = lanes[:-1] if join else lanes
         self._join: tuple[Any, ...] | None = lanes[-1] if join else None
         self._pushed = 0  # items pushed (the ring's head, as the loop counts it)
-        self._loop: Any = None
+        self._port: Any = None
         self._selector: Any = None
         self._space: list[Any] = []  # futures of submits waiting for room
         self._limit = core.cap
@@ -83,11 +83,11 @@ class NativeCompletion:
 
     # -- loop thread ---------------------------------------------------------------
     def bind(self, loop: Any, limit: int) -> None:
-        self._loop = loop
+        port = self._port = port_of(loop)
         self._limit = min(limit, self.core.cap if self.core else limit)
-        loop.add_reader(self._efd, self.on_wake)
+        port.add_reader(self._efd, self.on_wake)
         self._reader = True
-        self._selector = selector_of(loop)
+        self._selector = port.spin_selector()
         if self._selector is not None:
             self._selector.watch(self)
 
@@ -103,7 +103,7 @@ class NativeCompletion:
     async def wait_space(self, check: Any) -> None:
         while self.full():
             check()
-            fut = self._loop.create_future()  # one per waiter: cancelling one cancels no other
+            fut = self._port.create_future()  # one per waiter: cancelling one cancels no other
             self._space.append(fut)
             assert self.core is not None
             self.core.want_space()
@@ -209,10 +209,7 @@ class NativeCompletion:
             self._selector.unwatch(self)
             self._selector = None
         if self._reader:
-            try:
-                self._loop.remove_reader(self._efd)
-            except (RuntimeError, ValueError):  # the loop is closed
-                pass
+            self._port.remove_reader(self._efd)
             self._reader = False
         if self._efd_free and self._efd >= 0:
             os.close(self._efd)
@@ -269,14 +266,10 @@ class NativeCompletion:
             self._efd = -1
         else:
             self._efd_free = True  # closed by detach, once the loop no longer reads it
-        loop = self._loop
-        if self._reader and loop is not None and not loop.is_closed():
+        if self._reader and self._port is not None:
             # A device never stopped (collected) is closed without Device.stop's detach:
             # the loop drops the reader itself.  Harmless twice: detach is idempotent.
-            try:
-                loop.call_soon_threadsafe(self.detach)
-            except RuntimeError:  # the loop closed meanwhile
-                pass
+            self._port.post(self.detach)
 
 
 def _fill_error(code: int, v: int) -> BaseException:

@@ -1,0 +1,110 @@
+"""The loop port: the one way another thread reaches a device's event loop.
+
+Why one object: a device's threads (its submit thread, the native core's
+loop side, a CUDA host function's Python twin, a finalizer) all hand work to
+the loop, and each hand-off must be safe from any thread, never raise into
+that thread (a driver callback must not see a Python error) and do nothing
+once the loop is closed.  Written once here, that guard cannot drift, and a
+second event-loop library needs a second port, not changes in every backend.
+
+A port also owns what the device registers with its loop (readers of file
+descriptors, timers, futures), so the engine and the backends never call the
+loop's own methods.  ``port_of(loop)`` makes a port of a loop.
+
+Threads: ``post`` from any thread; everything else on the loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["LoopPort", "AsyncioPort", "port_of"]
+
+
+class LoopPort:
+    """What a device needs of its event loop (see the module docstring)."""
+
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` soon on the loop's thread.  Any thread; never raises;
+        dropped once the loop is closed (nothing runs there any more)."""
+        raise NotImplementedError
+
+    def add_reader(self, fd: int, fn: Callable[[], Any]) -> None:
+        """Call ``fn()`` on the loop each time ``fd`` is readable."""
+        raise NotImplementedError
+
+    def remove_reader(self, fd: int) -> None:
+        """Stop watching ``fd``; harmless once the loop is closed, or twice."""
+        raise NotImplementedError
+
+    def create_future(self) -> asyncio.Future[Any]:
+        raise NotImplementedError
+
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> asyncio.TimerHandle:
+        raise NotImplementedError
+
+    @property
+    def closed(self) -> bool:
+        raise NotImplementedError
+
+    def spin_selector(self) -> Any:
+        """The low-latency loop's selector (``arig.new_event_loop``), or None."""
+        return None
+
+
+class AsyncioPort(LoopPort):
+    """The port of an asyncio loop: the default loop, uvloop, ``arig.new_event_loop``."""
+
+    __slots__ = ("loop", "_post", "_closed")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._post = loop.call_soon_threadsafe
+        self._closed = loop.is_closed
+
+    def post(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self._closed():
+            return
+        try:
+            self._post(fn, *args)
+        except RuntimeError:  # the loop closed between the check and the call
+            pass
+        except BaseException:  # noqa: BLE001 - never into a driver's or a finalizer's thread
+            pass
+
+    def add_reader(self, fd: int, fn: Callable[[], Any]) -> None:
+        self.loop.add_reader(fd, fn)
+
+    def remove_reader(self, fd: int) -> None:
+        try:
+            self.loop.remove_reader(fd)
+        except (RuntimeError, ValueError):  # the loop is closed
+            pass
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return self.loop.create_future()
+
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> asyncio.TimerHandle:
+        return self.loop.call_later(delay, fn, *args)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed()
+
+    def spin_selector(self) -> Any:
+        from ._loop import SpinSelector
+
+        # Only a SelectorEventLoop has one; arig's own loop is one of those, made with ours.
+        sel = getattr(self.loop, "_selector", None) if isinstance(self.loop, asyncio.SelectorEventLoop) else None
+        return sel if isinstance(sel, SpinSelector) and isinstance(sel, selectors.BaseSelector) else None
+
+
+def port_of(loop: asyncio.AbstractEventLoop) -> LoopPort:
+    """A port of ``loop``.  Loop thread.
+
+    Ports hold no state of their own beyond the loop, so each user may have its own:
+    a cache keyed by the loop would keep every loop alive (the port refers to it)."""
+    return AsyncioPort(loop)
