@@ -26,7 +26,8 @@ from ..device import Backend
 from . import _abi
 from ._completion import NativeCompletion, PureCompletion, _fill_result
 from .._libc import name_thread
-from ._items import Copy, _CFill, _c_arg, _graph_fill, _launch_fill
+from .._launchspec import c_arg, fill_address
+from ._items import Copy, _CFill, _graph_fill, _launch_fill
 from ._resources import Resources
 from ._gpu import gpu_state
 from ._launch import Launch
@@ -337,20 +338,14 @@ class CudaBackend(Resources, Backend):
                 raise ArigValueError("a Graph submitted as the fill takes no arg")
             item = (_native.GRAPH, fill.handle, 0, 0)
         elif isinstance(fill, int) and not isinstance(fill, bool):
-            if fill == 0:
-                raise ArigValueError("a C fill's address must not be 0")
-            if not 0 < fill < 1 << 64:
-                raise ArigValueError(f"a C fill's address must be in 1..2**64-1, got {fill}")
-            item = (_native.CFILL, fill, _c_arg(arg), 0)
+            item = (_native.CFILL, fill_address(fill), c_arg(arg), 0)
         elif isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
             known: tuple[Any, int] | None = self._cfills.get(id(fill))
             if known is None or known[0] is not fill:
-                if fill._restype_ is not c_int or tuple(fill._argtypes_ or ()) != (c_void_p, c_void_p, c_uint64):  # type: ignore[attr-defined]
-                    raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
                 if len(self._cfills) > 256:
                     self._cfills.clear()
-                known = self._cfills[id(fill)] = (fill, ctypes.cast(fill, c_void_p).value or 0)
-            item = (_native.CFILL, known[1], _c_arg(arg), 0)
+                known = self._cfills[id(fill)] = (fill, fill_address(fill))
+            item = (_native.CFILL, known[1], c_arg(arg), 0)
         elif callable(fill):
             self.check_fill(fill)  # the one check every backend makes of a Python fill (no async def)
             return (_native.PY, fill, arg) if self.native else (fill, arg)

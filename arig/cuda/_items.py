@@ -5,13 +5,9 @@ native thread runs them."""
 
 from __future__ import annotations
 
-import ctypes
-from ctypes import c_void_p
 from typing import Any
 
 from .. import _native
-from .._errors import ArigTypeError, ArigValueError
-from .._memory import Buffer
 from ._lib import lib
 
 __all__ = ["Copy"]
@@ -24,27 +20,6 @@ class _CFill:
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
-
-
-def _c_arg(arg: Any) -> int:
-    """A C fill's arg as the address (or number) the fill receives: None is 0 (NULL)."""
-    if arg is None:
-        return 0
-    if type(arg) is int:
-        if not 0 <= arg < 1 << 64:
-            raise ArigValueError(f"a C fill's int arg is passed as a void *: it must be in 0..2**64-1, got {arg}")
-        return arg
-    if isinstance(arg, ctypes.Structure):
-        return ctypes.addressof(arg)
-    if isinstance(arg, int) and not isinstance(arg, bool):
-        return _c_arg(int(arg))
-    if isinstance(arg, Buffer):
-        return arg.address
-    if isinstance(arg, ctypes._Pointer):  # type: ignore[attr-defined,unused-ignore]
-        return ctypes.cast(arg, c_void_p).value or 0
-    if isinstance(arg, (ctypes._SimpleCData, ctypes.Structure, ctypes.Array, ctypes.Union)):  # type: ignore[attr-defined,unused-ignore]
-        return ctypes.addressof(arg)
-    raise ArigTypeError(f"a C fill's arg must be None, an int address, a Buffer or a ctypes object, got {type(arg).__name__}")
 
 
 class Copy:

@@ -10,13 +10,13 @@ alignment.  Where the driver reported the kernel's parameter layout at load
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .._errors import ArigTypeError, ArigValueError
 from .._memory import Buffer
+from .._launchspec import dims
 from .._native import LAUNCH, LaunchRecord
 from ._lib import lib
 
@@ -68,20 +68,6 @@ def check_args(func: int, args: bytes) -> None:
     need = max((off + size for off, size in layout), default=0)
     if len(args) != need:
         raise ArigValueError(f"argument buffer of {len(args)} bytes for a kernel whose parameters (offset, size) are {list(layout)}: {need} bytes expected")
-
-
-def dims(value: Any, what: str) -> tuple[int, int, int]:
-    """A grid or block size as (x, y, z), each 1 .. 2**32-1."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = (value, 1, 1)
-    if not isinstance(value, Sequence) or len(value) != 3:
-        raise ArigValueError(f"{what} must be an int or (x, y, z), got {value!r}")
-    for d in value:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise ArigTypeError(f"{what} sizes must be ints, got {value!r}")
-        if not 1 <= d <= _U32:
-            raise ArigValueError(f"{what} sizes must be in 1..2**32-1, got {value!r}")
-    return int(value[0]), int(value[1]), int(value[2])
 
 
 class Launch:

@@ -71,7 +71,7 @@ from . import _exec_params as E
 from . import _push as pb
 from ._launch import LOCAL_BYTES_PER_THREAD, Launch, LoadedKernel, Ring, Slots, copy_chunks, launch_words, register, unregister
 from . import abi as _abi
-from ..cuda._items import _c_arg
+from .._launchspec import c_arg
 
 __all__ = ["NvBackend", "NvQueue", "NvChannelError", "KINDS", "STAGING_BYTES", "STAGING_SLOTS"]
 
@@ -566,7 +566,7 @@ class NvBackend(Backend):
         if isinstance(fill, (int, ctypes._CFuncPtr)) and not isinstance(fill, bool):  # type: ignore[attr-defined]
             if not native:
                 raise ArigTypeError(f"{self.name} runs compiled fills on its native core, which is not loaded here ({_native.status()})")
-            return (_native.CFILL, _abi.fill_address(fill), _c_arg(arg), 0)
+            return (_native.CFILL, _abi.fill_address(fill), c_arg(arg), 0)
         self.check_fill(fill)
         return (_native.PY, fill, arg) if native else (fill, arg)
 

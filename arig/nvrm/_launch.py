@@ -14,14 +14,13 @@ import ctypes
 import itertools
 import threading
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 
 from .. import _native
 from .._errors import ArigTypeError, ArigValueError, safe_repr
+from .._launchspec import dims
 from . import _cubin
 from . import _push as pb
 from . import _qmd as q
@@ -66,22 +65,6 @@ def unregister(fid: int) -> None:
 
 def kernel_of(fid: int) -> LoadedKernel | None:
     return _KERNELS.get(fid)
-
-
-def _dims(value: Any, what: str) -> tuple[int, int, int]:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        value = (int(value), 1, 1)
-    if not isinstance(value, Sequence) or not 1 <= len(value) <= 3:
-        raise ArigValueError(f"{what} must be an int or (x, y, z), got {safe_repr(value)}")
-    out = []
-    for d in value:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise ArigTypeError(f"{what} sizes must be ints, got {safe_repr(value)}")
-        if d < 1:
-            raise ArigValueError(f"{what} sizes must be at least 1, got {safe_repr(value)}")
-        out.append(int(d))
-    x, y, z = (*out, 1, 1)[:3]
-    return x, y, z
 
 
 #: The words of one launch: WAIT_FOR_IDLE (the queue's earlier grids end first, as on a CUDA
@@ -150,8 +133,8 @@ class Launch:
         if q.local_bytes_per_thread(k) > LOCAL_BYTES_PER_THREAD:
             raise ArigValueError(f"kernel {k.name!r} needs {q.local_bytes_per_thread(k)} bytes of local memory per thread; the NV device provides {LOCAL_BYTES_PER_THREAD}")
         self.func, self.kernel, self.owner, self.args, self.shared = func, k, loaded.owner, args, shared
-        self.grid = _dims(grid, "grid")
-        self.block = _dims(block, "block")
+        self.grid = dims(grid, "grid")
+        self.block = dims(block, "block")
         self.cb0 = q.cbank0(k, self.grid, self.block, args, shared_window=pb.SHARED_WINDOW, local_window=pb.LOCAL_WINDOW)
         self.qmd_offset = -(-len(self.cb0) // 256) * 256
         fields = q.kernel_qmd(k, grid=self.grid, block=self.block, program_address=loaded.program_address,

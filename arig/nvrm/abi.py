@@ -29,11 +29,10 @@ the GIL.
 from __future__ import annotations
 
 import ctypes
-from ctypes import c_int, c_uint32, c_uint64, c_void_p
-from typing import Any
+from ctypes import c_uint32, c_void_p
 
 from .. import _native
-from .._errors import ArigTypeError, ArigValueError
+from .._launchspec import fill_address
 
 __all__ = ["KEY", "NvAbi", "declare", "fill_address"]
 
@@ -80,17 +79,3 @@ class NvAbi(ctypes.Structure):
 def declare(record: NvAbi) -> tuple[_Key, NvAbi]:
     """``record`` under ``KEY``, as an NV device's capabilities carry it."""
     return (KEY, record)
-
-
-_FILL_ARGS = (c_void_p, c_void_p, c_uint64)
-
-
-def fill_address(fill: Any) -> int:
-    """The address of a compiled fill: an int, or a ctypes function of the prototype ``arig.cuda_abi.FILL``."""
-    if isinstance(fill, int) and not isinstance(fill, bool):
-        if not 0 < fill < 1 << 64:
-            raise ArigValueError(f"a C fill's address must be in 1..2**64-1, got {fill}")
-        return fill
-    if fill._restype_ is not c_int or tuple(fill._argtypes_ or ()) != _FILL_ARGS:
-        raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
-    return ctypes.cast(fill, c_void_p).value or 0
