@@ -126,3 +126,16 @@ class Image:
     def unload(self) -> None:
         """Unload the image (on the device's submit thread).  Idempotent."""
         self._finalizer()
+
+
+#: What must never be freed: memory, cores, eventfds, semaphores and handles that the GPU or a
+#: driver callback may still use after their device closed (a stream that still had work, a
+#: channel the driver would not free, a graph launch whose end cannot be seen).  Freeing them
+#: could let the GPU write into memory reused for something else; keeping them costs only
+#: their size, once per such close.  One list for every device kind.
+GRAVEYARD: list[Any] = []
+
+
+def never_free(*objs: Any) -> None:
+    """Keep ``objs`` referenced for the life of the process (any thread: a list append)."""
+    GRAVEYARD.extend(objs)

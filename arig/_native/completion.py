@@ -22,12 +22,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .._memory import never_free
 from .._errors import ArigError, FillError
 from .._port import port_of
 from ..device import fill_result
 from . import PY, PY_FAILED, Core
 
-__all__ = ["NativeCompletion", "IDLE_SPIN_NS", "ORPHANS"]
+__all__ = ["NativeCompletion", "IDLE_SPIN_NS"]
 
 #: How long the native thread waits, spinning, for the next submission once nothing is in flight, at
 #: least: a task that awaited a completion usually submits again within this, and then needs no
@@ -258,9 +259,9 @@ class NativeCompletion:
             if idle:
                 core.destroy()
             else:
-                ORPHANS.append(core)
+                never_free(core)
         if not idle:
-            ORPHANS.append(self._efd)  # a host function may still write it: never reused
+            never_free(self._efd)  # a host function may still write it: never reused
         elif not self._reader and self._efd >= 0:
             os.close(self._efd)
             self._efd = -1
@@ -275,7 +276,3 @@ class NativeCompletion:
 def _fill_error(code: int, v: int) -> BaseException:
     return FillError(code)
 
-
-#: Cores and eventfds of devices closed while their work was still queued: a host function may
-#: still write them, so they are never freed.
-ORPHANS: list[Any] = []

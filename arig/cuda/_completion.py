@@ -41,6 +41,7 @@ from ctypes import byref, c_int
 from typing import Any
 
 
+from .._memory import never_free
 from .. import _native
 from .._native import completion as _completion
 from .._native.completion import IDLE_SPIN_NS
@@ -231,13 +232,9 @@ class PureCompletion:
     def close(self, idle: bool) -> None:
         self.open = False
         if not idle:
-            _ORPHANS.append(self._lanes)  # a host function may still post their semaphores
+            never_free(self._lanes)  # a host function may still post their semaphores
         else:
             for lane in self._lanes:
                 sem_destroy(lane.sem)
         self._lanes = []
 
-
-#: Cores, eventfds and semaphores of devices closed while their streams still had work:
-#: a host function may still write them, so they are never freed.
-_ORPHANS: list[Any] = []

@@ -20,6 +20,7 @@ import ctypes
 from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
+from .._memory import never_free
 from .. import _env, _log, _native
 from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
 from ..device import Backend
@@ -52,8 +53,6 @@ CUDA_ERROR_NOT_READY = 600
 #: _ILLEGAL_INSTRUCTION, _MISALIGNED_ADDRESS, _INVALID_ADDRESS_SPACE, _INVALID_PC, _LAUNCH_FAILED).
 STICKY = frozenset({700, 714, 715, 716, 717, 718, 719})
 ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_minor": 76, "unified_addressing": 41}
-#: Timeline words (pinned memory) of closed devices whose streams still had work queued.
-_ORPHANS: list[tuple[Any, ...]] = []
 
 
 def _no_work(stream: int, arg: Any, v: int) -> None:
@@ -441,13 +440,13 @@ class CudaBackend(Resources, Backend):
         if self.completion is not None:
             self.completion.close(idle)
         if not idle:
-            _ORPHANS.append((self._words,))
+            never_free(self._words)
             self._words = 0
         if CUDA_ERROR_NOT_READY in queried:
             # Work that hung is still running: cuMemFree and the context's last
             # release would wait for it (libcuda synchronizes both), so stop
             # would block until it ends.  Keep the buffers and the reference.
-            _ORPHANS.append((list(self._live), self.ctx))
+            never_free(list(self._live), self.ctx)
             self._live.clear()
             self.ctx = 0
         self._release()

@@ -94,6 +94,7 @@ from collections.abc import Iterator
 from ctypes import byref, c_int, c_void_p
 from typing import Any
 
+from .._memory import never_free
 from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceStopped
 from .._libc import SEM_POST, new_semaphore, sem_trywait
 from ..queue import Queue
@@ -156,8 +157,6 @@ _pending: dict[int, collections.deque[tuple[Any, Exec]]] = {}
 _captures: dict[int, list[Any]] = {}
 #: semaphores reaped at zero, for reuse
 _free_sems: list[Any] = []
-#: execs whose completion cannot be observed (the host function failed): never released
-_immortal: list[Any] = []
 _counts = {"templates": 0, "execs": 0}
 _PID = os.getpid()
 
@@ -546,7 +545,7 @@ def launch(exec_: Exec, stream: Any, *, retain: bool = True, context: Any = None
                 sem = _new_sem()
                 rc = lib.cuLaunchHostFunc(s, SEM_POST, ctypes.addressof(sem))
                 if rc:
-                    _immortal.append(exec_)  # launched, but its end cannot be seen: never released
+                    never_free(exec_)  # launched, but its end cannot be seen: never released
                     raise CudaError.of(rc, "cuLaunchHostFunc (after cuGraphLaunch)")
                 with _lock:
                     _pending.setdefault(s, collections.deque()).append((sem, exec_))
@@ -620,7 +619,6 @@ def _after_fork_in_child() -> None:
     _pending.clear()
     _captures.clear()
     _free_sems.clear()
-    _immortal.clear()
 
 
 at_fork_in_child(_after_fork_in_child)  # the GPU states' one fork handler runs it

@@ -64,7 +64,7 @@ import numpy as np
 
 from .. import _log, _native
 from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, FillError, OpenError, safe_repr
-from .._memory import Buffer, Image
+from .._memory import Buffer, Image, never_free
 from ..device import Backend, fill_result
 from . import _cubin, _fd, _rm
 from . import _exec_params as E
@@ -880,7 +880,7 @@ class NvBackend(Backend):
         ch_failures = ch.free() if ch is not None else []
         if ch_failures:
             # The GPU may still run work that uses the memory: keep it for the process.
-            _ORPHANS.extend([*self._mem.values(), *(m for m, _ in self._images.values()), *self._orphans, *self._deferred.values(), *self._own,
+            never_free(*[*self._mem.values(), *(m for m, _ in self._images.values()), *self._orphans, *self._deferred.values(), *self._own,
                              *self._pins.values()])  # fmt: skip
             _log.fallback(f"{self.name}: the RM did not free the channel ({'; '.join(ch_failures)}): its memory stays for the process")
         else:
@@ -894,7 +894,7 @@ class NvBackend(Backend):
         if self.completion is not None:
             self.completion.close(True)  # the core and its eventfd (detached from the loop already, or closed by detach)
         if ch_failures:
-            _ORPHANS.extend(q for q in self.queue_handles if hasattr(q, "destroy"))  # the GPU may still read their rings
+            never_free(*(q for q in self.queue_handles if hasattr(q, "destroy")))  # the GPU may still read their rings
         else:
             self._destroy_queues()
         self._own.clear()
@@ -921,8 +921,6 @@ def _close_fd(fd: int) -> None:
     _fd.close(fd)
 
 
-#: Memory of devices whose channel the RM did not free: the GPU may still use it, so it is never freed.
-_ORPHANS: list[Any] = []
 
 
 def open_backend(name: str, bus: str) -> NvBackend:
