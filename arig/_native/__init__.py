@@ -142,11 +142,16 @@ NV_ERRORS = {
 
 
 def _source_hash() -> str:
+    """The digest setup.py builds into the library: every .c and .h beside this file, by name and content."""
+    h = hashlib.sha256()
+    paths = sorted(glob.glob(os.path.join(_DIR, "*.c")) + glob.glob(os.path.join(_DIR, "*.h")))
     try:
-        with open(os.path.join(_DIR, "core.c"), "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()[:16]
+        for path in paths:
+            with open(path, "rb") as f:
+                h.update(os.path.basename(path).encode() + b"\0" + f.read() + b"\0")
     except OSError:
         return ""
+    return h.hexdigest()[:16] if paths else ""
 
 
 def _candidates() -> list[str]:
@@ -217,7 +222,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
     fast.arig_core_source.restype = ctypes.c_char_p
     built_from = (fast.arig_core_source() or b"").decode()
     if built_from != _source_hash():
-        raise OSError(f"{path} was built from another core.c ({built_from}, this one is {_source_hash()}): rebuild it (pip install .)")
+        raise OSError(f"{path} was built from other C sources ({built_from}, this one is {_source_hash()}): rebuild it (pip install .)")
     if fast.arig_core_abi() != ABI:
         raise OSError(f"{path} speaks core ABI {fast.arig_core_abi()}, arig needs {ABI}: reinstall arig")
     if (fast.arig_core_sizeof_cuda() != ctypes.sizeof(CudaTable) or fast.arig_core_sizeof_launch() != ctypes.sizeof(LaunchRecord)

@@ -1,0 +1,94 @@
+/* The core's predictions, on its native thread only: how long a burst takes (by what it ends with),
+ * and when a lane's word was written (the GPU's own time where its lanes write one). */
+#include "core.h"
+
+est_t *est_of(core_t *c, uint64_t key) {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
+    if (e->key != key) {
+        e->key = key;
+        e->hits = 0;
+        e->est = e->lo = e->hi = 0;
+    }
+    return e;
+}
+
+/* What an item's duration is predicted by: a kernel with its grid (whatever its arguments),
+ * a graph, a C fill, a copy's kind and size. */
+uint64_t item_key(const core_t *c, const item_t *it) {
+    uint64_t k = it->a;
+    if (it->kind == K_LAUNCH)
+        k = c->ops->launch_key(it->a);
+    else if (it->kind == K_H2D || it->kind == K_D2H)
+        k = it->c;
+    return k ^ ((uint64_t)it->kind << 56);
+}
+
+/* The estimate for key, without claiming its slot (0: unknown). */
+double est_peek(core_t *c, uint64_t key) {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
+    return e->key == key ? e->est : 0;
+}
+
+/* Seen by a spin after d ns: the estimate is good; follow it. */
+void est_hit(core_t *c, lane_t *l, double d) {
+    est_t *e = est_of(c, l->key);
+    e->est = e->est == 0 ? d : 0.8 * e->est + 0.2 * d;
+    e->lo = e->hi = 0;
+    e->hits++;
+    l->est = e->est;
+}
+
+/* Found done on waking at t_sig + bound: it took less.  Not done when a spin gave up at
+ * t_sig + bound: it takes more.  Until a spin has seen this work complete, bisect between
+ * such bounds (or step by half again); after that, nudge (its length jitters a little). */
+void est_bound(core_t *c, lane_t *l, double bound, int done) {
+    est_t *e = est_of(c, l->key);
+    if (e->hits) {
+        if (done) {
+            double step = e->est * 0.05 > 2000 ? e->est * 0.05 : 2000;
+            e->est = e->est > bound ? bound : e->est - step;
+        } else {
+            e->est += (double)c->spin_ns / 2;
+            if (e->est < bound)
+                e->est = bound;
+        }
+        if (e->est < 0)
+            e->est = 0;
+        l->est = e->est;
+        return;
+    }
+    if (done)
+        e->hi = e->hi == 0 || bound < e->hi ? bound : e->hi;
+    else
+        e->lo = bound > e->lo ? bound : e->lo;
+    if (e->lo > 0 && e->hi > 0 && e->lo >= e->hi)
+        e->lo = e->hi = 0; /* the work's length moved: start over */
+    if (e->lo > 0 && e->hi > 0)
+        e->est = (e->lo + e->hi) / 2;
+    else if (done)
+        e->est = 0.7 * (e->est < bound ? e->est : bound);
+    else
+        e->est = 1.5 * e->est > bound ? 1.5 * e->est : bound;
+    l->est = e->est;
+}
+
+/* When the lane's word was written, on CLOCK_MONOTONIC: the GPU's time of it where the hardware
+ * writes one, else now.  The offset between the two clocks is learned as the least (now - GPU time)
+ * seen: a spin sees a release within a fraction of a microsecond; it is let rise slowly, so that a
+ * drift between the clocks is followed. */
+uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now) {
+    uint64_t g = c->ops->stamp ? c->ops->stamp(l) : 0;
+    if (!g)
+        return now;
+    int64_t cand = (int64_t)(now - g);
+    if (!c->gpu_cal || cand < c->gpu_off) {
+        c->gpu_off = cand;
+        c->gpu_cal = 1;
+    } else {
+        c->gpu_off += (cand - c->gpu_off) >> 12;
+    }
+    uint64_t s = g + (uint64_t)c->gpu_off;
+    return s < now ? s : now;
+}

@@ -1,0 +1,191 @@
+/* The CUDA device's lanes: each lane is a CUstream, driven through a table of libcuda functions that
+ * Python fills (struct arig_cuda; its layout is checked against arig.cuda's at load).
+ *
+ * A burst's value is cuStreamWriteValue64 of the lane's word in mapped host memory.  Where stream memory
+ * operations are missing, a host function writes it instead (hword), after the GPU ran the work before
+ * it; that host function also tells the loop and wakes the native thread, so the engine need not watch.
+ * The backstop is the same host function.  A fault is what cuStreamQuery of a busy lane reports.
+ *
+ * Threads: the native thread calls every lane_ops member; libcuda's callback thread runs hostfn() only
+ * (no CUDA call, no lock).
+ */
+#include "core.h"
+
+#include <string.h>
+
+typedef int CUresult;
+typedef struct arig_cuda {
+    CUresult (*ctx_set_current)(void *ctx);
+    CUresult (*launch_kernel)(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                              unsigned shared, void *stream, void **params, void **extra);
+    CUresult (*write_value64)(void *stream, uint64_t addr, uint64_t value, unsigned flags);
+    CUresult (*launch_host_func)(void *stream, void (*fn)(void *), void *user);
+    CUresult (*stream_query)(void *stream);
+    CUresult (*graph_launch)(void *exec, void *stream);
+    CUresult (*memcpy_htod)(uint64_t dst, const void *src, size_t n, void *stream);
+    CUresult (*memcpy_dtoh)(void *dst, uint64_t src, size_t n, void *stream);
+    CUresult (*exchange_capture_mode)(int *mode); /* may be NULL */
+    CUresult (*event_create)(void **event, unsigned flags);
+    CUresult (*event_record)(void *event, void *stream);
+    CUresult (*stream_wait_event)(void *stream, void *event, unsigned flags);
+} arig_cuda;
+
+/* A prepared kernel launch (arig.cuda.Launch keeps one). */
+typedef struct arig_launch {
+    void *func;
+    uint32_t grid[3], block[3], shared, pad;
+    void **extra;
+} arig_launch;
+
+/* What the core keeps for a CUDA device. */
+typedef struct cuda_hw {
+    arig_cuda cu;
+    void *ctx;
+} cuda_hw;
+
+static inline arig_cuda *cu_of(core_t *c) { return &((cuda_hw *)c->hw)->cu; }
+
+typedef struct hrec {
+    core_t *c;
+    uint32_t lane;
+    uint64_t v;
+} hrec_t;
+
+size_t arig_core_sizeof_cuda(void) { return sizeof(arig_cuda); }
+size_t arig_core_sizeof_launch(void) { return sizeof(arig_launch); }
+
+static void cuda_thread_start(core_t *c) {
+    cuda_hw *hw = c->hw;
+    hw->cu.ctx_set_current(hw->ctx);
+    if (hw->cu.exchange_capture_mode) {
+        int mode = 2; /* CU_STREAM_CAPTURE_MODE_RELAXED: users' global captures stay valid */
+        hw->cu.exchange_capture_mode(&mode);
+    }
+}
+
+/* The host function: runs on libcuda's callback thread after the work before it. */
+static void hostfn(void *p) {
+    hrec_t *r = (hrec_t *)p;
+    core_t *c = r->c;
+    lane_t *l = &c->lanes[r->lane];
+    uint64_t v = r->v, h = atomic_load(&l->hword);
+    free(r);
+    while (h < v && !atomic_compare_exchange_weak(&l->hword, &h, v)) {
+    }
+    atomic_store(&l->t_ns, now_ns());
+    atomic_store(&l->t_v, v); /* host functions of a lane run in order: v only grows */
+    atomic_thread_fence(memory_order_seq_cst);
+    kick(c);
+    wake_native(c);
+}
+
+/* A host function that writes v once the work before it ran. */
+static int cuda_backstop(core_t *c, lane_t *l, uint64_t v) {
+    hrec_t *r = malloc(sizeof *r);
+    if (!r)
+        return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    r->c = c;
+    r->lane = (uint32_t)(l - c->lanes);
+    r->v = v;
+    CUresult rc = cu_of(c)->launch_host_func(l->hw, hostfn, r);
+    if (rc)
+        free(r);
+    else
+        stat_add(c, S_HOSTFNS);
+    return rc;
+}
+
+static int cuda_write_signal(core_t *c, lane_t *l, uint64_t v) { return cu_of(c)->write_value64(l->hw, l->hw_addr, v, 0); }
+
+static CUresult cuda_join(arig_cuda *cu, lane_t *l, const item_t *it) {
+    void **slot = (void **)(uintptr_t)it->b;
+    CUresult rc = 0;
+    if (it->c) {
+        if (!*slot)
+            rc = cu->event_create(slot, 2); /* CU_EVENT_DISABLE_TIMING */
+        if (!rc)
+            rc = cu->event_record(*slot, (void *)(uintptr_t)it->a);
+    }
+    return rc ? rc : cu->stream_wait_event(l->hw, *slot, 0);
+}
+
+static int cuda_run_item(core_t *c, lane_t *l, const item_t *it) {
+    arig_cuda *cu = cu_of(c);
+    switch (it->kind) {
+    case K_CFILL:
+        return ((fill_fn)(uintptr_t)it->a)(l->hw, (void *)(uintptr_t)it->b, it->v);
+    case K_LAUNCH: {
+        arig_launch *k = (arig_launch *)(uintptr_t)it->a;
+        return cu->launch_kernel(k->func, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->shared, l->hw, 0,
+                                 k->extra);
+    }
+    case K_GRAPH:
+        return cu->graph_launch((void *)(uintptr_t)it->a, l->hw);
+    case K_H2D:
+        return cu->memcpy_htod(it->a, (const void *)(uintptr_t)it->b, (size_t)it->c, l->hw);
+    case K_D2H:
+        return cu->memcpy_dtoh((void *)(uintptr_t)it->a, it->b, (size_t)it->c, l->hw);
+    case K_MARK:
+        return 0;
+    case K_JOIN:
+        return cuda_join(cu, l, it);
+    default:
+        return 1; /* CUDA_ERROR_INVALID_VALUE */
+    }
+}
+
+static uint64_t cuda_launch_key(uint64_t record) {
+    const arig_launch *l = (const arig_launch *)(uintptr_t)record;
+    return (uint64_t)(uintptr_t)l->func ^ ((uint64_t)l->grid[0] << 20) ^ ((uint64_t)l->grid[1] << 40) ^ ((uint64_t)l->grid[2] << 52) ^ l->block[0];
+}
+
+static int cuda_check_fault(core_t *c, lane_t *l) {
+    CUresult rc = cu_of(c)->stream_query(l->hw);
+    return rc == 600 ? 0 : rc; /* CUDA_ERROR_NOT_READY: busy, not broken */
+}
+
+static void cuda_destroy(core_t *c) { free(c->hw); }
+
+/* With stream memory operations: the GPU writes each value, and the engine watches the words. */
+static const lane_ops CUDA_LANES = {
+    .thread_start = cuda_thread_start,
+    .run_item = cuda_run_item,
+    .launch_key = cuda_launch_key,
+    .signal = cuda_write_signal,
+    .backstop = cuda_backstop,
+    .check_fault = cuda_check_fault,
+    .destroy = cuda_destroy,
+};
+
+/* Without them: a host function signals every burst, and tells the loop itself. */
+static const lane_ops CUDA_HOSTFN_LANES = {
+    .thread_start = cuda_thread_start,
+    .run_item = cuda_run_item,
+    .launch_key = cuda_launch_key,
+    .signal = cuda_backstop,
+    .backstop = cuda_backstop,
+    .check_fault = cuda_check_fault,
+    .destroy = cuda_destroy,
+    .signal_tells = 1,
+};
+
+/* lanes: streams[i], words[i] (host addresses), word_devs[i] (device addresses); cap: a power of two. */
+core_t *arig_core_create(const arig_cuda *cu, void *ctx, int nlanes, void **streams, uint64_t *words, uint64_t *word_devs, int memops,
+                         int efd, uint64_t cap, int64_t spin_ns, int64_t idle_ns, int64_t lead_ns, int prewake) {
+    cuda_hw *hw = calloc(1, sizeof *hw);
+    if (!hw)
+        return 0;
+    core_t *c = core_new(memops ? &CUDA_LANES : &CUDA_HOSTFN_LANES, nlanes, words, efd, cap, spin_ns, idle_ns, lead_ns, prewake);
+    if (!c) {
+        free(hw);
+        return 0;
+    }
+    hw->cu = *cu;
+    hw->ctx = ctx;
+    c->hw = hw;
+    for (int i = 0; i < nlanes; i++) {
+        c->lanes[i].hw = streams[i];
+        c->lanes[i].hw_addr = word_devs[i];
+    }
+    return c;
+}
