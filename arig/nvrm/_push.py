@@ -32,7 +32,7 @@ from .._errors import ArigValueError, safe_repr
 
 __all__ = [
     "SUBCH_HOST", "SUBCH_COMPUTE", "SUBCH_COPY", "method_header", "gpfifo_entry", "Push",
-    "C86F", "CBC0", "C8B5", "local_bytes_per_tpc", "setup", "launch_and_signal", "words_of", "check_copy_args",
+    "C86F", "CBC0", "C8B5", "local_bytes_per_tpc", "setup", "launch_and_signal", "words_of", "check_copy_args", "wait_words",
 ]
 
 
@@ -310,10 +310,14 @@ class Push:
                           *C86F.SEM_EXECUTE_RELEASE_TIMESTAMP))
         return self._sem(address, payload, execute, payload64=payload64, align=16 if timestamp else 8 if payload64 else 4)
 
-    def acquire(self, address: int, payload: int, *, payload64: bool = True) -> Push:
-        """Wait until the semaphore at ``address`` is >= ``payload`` (circular compare, ACQ_CIRC_GEQ)."""
+    def acquire(self, address: int, payload: int, *, payload64: bool = True, switch_tsg: bool = True) -> Push:
+        """Wait until the semaphore at ``address`` is >= ``payload`` (circular compare, ACQ_CIRC_GEQ).
+
+        ``switch_tsg`` lets the scheduler switch the channel group out while it
+        waits; a wait on a channel of the same group must not (:func:`wait_words`)."""
+        switch = C86F.SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN if switch_tsg else 0
         execute = (_fit("OPERATION", C86F.SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ, *C86F.SEM_EXECUTE_OPERATION)
-                   | _fit("ACQUIRE_SWITCH_TSG", C86F.SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN, *C86F.SEM_EXECUTE_ACQUIRE_SWITCH_TSG)
+                   | _fit("ACQUIRE_SWITCH_TSG", switch, *C86F.SEM_EXECUTE_ACQUIRE_SWITCH_TSG)
                    | _fit("PAYLOAD_SIZE", C86F.SEM_EXECUTE_PAYLOAD_SIZE_64BIT if payload64 else C86F.SEM_EXECUTE_PAYLOAD_SIZE_32BIT,
                           *C86F.SEM_EXECUTE_PAYLOAD_SIZE))
         return self._sem(address, payload, execute, payload64=payload64, align=8 if payload64 else 4)
@@ -445,3 +449,13 @@ def words_of(data: bytes | bytearray | memoryview) -> Sequence[int]:
     if len(data) % 4:
         raise ArigValueError(f"a pushbuffer is whole 32-bit words, not {len(data)} bytes")
     return struct.unpack(f"<{len(data) // 4}I", bytes(data))
+
+
+def wait_words(address: int, value: int) -> list[int]:
+    """A host acquire (ACQ_CIRC_GEQ, u64) that spins in its channel rather than switching the channel group out.
+
+    What the queues' ordering rule and the copy queue's interrupt use: the
+    channels that wait for each other are in one group, and switching the
+    group out would also stop the channel being waited for.  Waits on
+    anything else keep ACQUIRE_SWITCH_TSG (:meth:`Push.acquire`)."""
+    return Push().acquire(address, value, switch_tsg=False).words
