@@ -4,7 +4,7 @@ A compiled fill (``int fill(void *queue, void *arg, uint64_t v)``, the
 prototype ``arig.cuda_abi.FILL``) submitted to an NV device runs on the
 device's native thread.  Its ``queue`` is the NV queue it was submitted to
 (``struct arig_nvq *``, opaque); the record gives the functions that enqueue
-on it, the C counterparts of :class:`arig.nvrm.NvQueue`'s methods::
+on it, the C counterparts of the NV queue's methods (``arig.nvrm._queue.NvQueue``)::
 
     struct arig_nv_abi {
         uint32_t version, size;                /* 1, sizeof(struct arig_nv_abi) */
