@@ -519,3 +519,58 @@ def test_a_staging_wait_ends_on_a_channel_error(pair: Any) -> None:
     kch.fail(31)
     with pytest.raises(NvChannelError, match="Xid 31"):  # no copy engine runs: the first chunk never arrives
         staging.stage_out(base + (5 << 20), np.zeros(100, np.uint8))
+
+
+# --- frees wait for the GPU, with at most one hop back to the submit thread --------------------------
+
+
+class _Freed:
+    what = "test"
+
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+
+    def free(self) -> list[str]:
+        self.log.append(self.name)
+        return []
+
+
+class _Timeline:
+    def __init__(self) -> None:
+        self.assigned = self.reached = 0
+        self.lost: BaseException | None = None
+
+
+def test_a_free_waits_for_every_value_assigned_before_it_and_costs_one_post() -> None:
+    """Work done already: freed at once, no post.  Work pending: kept with the value it needs; the loop's
+    deliveries post once (not per delivery) when the timeline reaches it; a lost device keeps it for close."""
+    from arig.nvrm._memory import NvMemory
+
+    freed: list[str] = []
+    posts: list[Any] = []
+    tl = _Timeline()
+    mem = NvMemory("NV", object())  # type: ignore[arg-type]
+    mem.bind(tl, lambda fn, *a: posts.append((fn, a)))  # type: ignore[arg-type]
+    tl.assigned = tl.reached = 3
+    mem.free_after_gpu(_Freed(freed, "a"))  # type: ignore[arg-type]
+    assert freed == ["a"] and posts == [] and mem.due == 0
+    tl.assigned = 5
+    mem.free_after_gpu(_Freed(freed, "b"))  # type: ignore[arg-type]
+    tl.assigned = 7
+    mem.free_after_gpu(_Freed(freed, "c"))  # type: ignore[arg-type]
+    assert freed == ["a"] and mem.due == 5
+    mem.progressed(4)
+    assert posts == []
+    tl.reached = 5
+    mem.progressed(5)
+    mem.progressed(5)
+    assert len(posts) == 1 and posts[0][0] == mem.free_reached  # one post while one is on its way
+    posts.pop()[0]()
+    assert freed == ["a", "b"] and mem.due == 7
+    tl.lost = RuntimeError("lost")
+    mem.free_after_gpu(_Freed(freed, "d"))  # type: ignore[arg-type]
+    tl.reached = 7
+    mem.progressed(7)
+    posts.pop()[0]()
+    assert freed == ["a", "b"]  # lost: close decides
+    assert sorted(m.name for m in mem.close()) == ["c", "d"]  # type: ignore[attr-defined]

@@ -11,11 +11,8 @@ submission engine in Python would be the same queue written twice.
 
 A value's completion is the GPU's own semaphore release after its work,
 which the core watches; where its watch ends it asks for a
-NON_STALL_INTERRUPT after the value, which wakes the driver's event fd.
-The fd merges wakes and carries no identity; the words are the only truth.
-``nvidia_poll`` clears the driver's pending flag on every poll, so the fd is
-registered once (at bind) and the words are read in the callback, after
-the selector's poll re-armed it.
+NON_STALL_INTERRUPT after the value, which wakes the driver's event fd
+(:mod:`arig.nvrm._events`).
 
 Threads, and what each may do:
 
@@ -31,9 +28,7 @@ Threads, and what each may do:
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -44,13 +39,13 @@ from .. import _log, _native
 from .._errors import ArigValueError, DeviceHang, OpenError
 from .._launchspec import c_arg
 from .._memory import Buffer, Image, never_free
-from .._port import LoopPort, port_of
 from ..device import Backend
 from . import _exec_params as E
-from . import _fd, _queue, _rm, _staging
+from . import _queue, _rm, _staging
 from . import _push as pb
 from . import abi as _abi
 from ._completion import NvCompletion
+from ._events import DriverEvents
 from ._faults import NvChannelError
 from ._images import Images
 from ._launch import LOCAL_BYTES_PER_THREAD, Launch
@@ -66,8 +61,6 @@ MAX_TPCS = 72  # GH100's full TPC count: local memory is sized for every TPC ind
 OPEN_WAIT_S = 5.0
 #: The native core's bounded spin for a completion (µs) before the interrupt backstop.
 SPIN_US = 40
-#: How long close waits for the loop to stop reading the device's memory before freeing it.
-QUIESCE_S = 2.0
 
 
 def _refuse_without_core(name: str) -> None:
@@ -82,10 +75,7 @@ class NvBackend(Backend):
         _refuse_without_core(name)
         self.name = name
         self._closed = False
-        self._port: LoopPort | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._reader = False
-        self._quiet = threading.Event()
+        self.events: DriverEvents | None = None
         self.completion: NvCompletion | None = None
         self.submit_thread: Any = None
         self.capabilities = {}
@@ -97,7 +87,6 @@ class NvBackend(Backend):
         self._event_undo = _rm.Undo()
         self._own: list[_rm.Mem] = []
         self.channel: _rm.Channel | None = None
-        self._ev = -1
         try:
             self._open(gpu)
         except BaseException:
@@ -110,7 +99,8 @@ class NvBackend(Backend):
             self.completion.stop_thread()
             self.completion.close(True)
         self._event_undo.unwind()
-        self._close_event_fd()
+        if self.events is not None:
+            self.events.close()
         failures: list[str] = self.channel.free() if self.channel is not None else []
         if not failures:
             for m in reversed(self._own):
@@ -125,7 +115,7 @@ class NvBackend(Backend):
             raise OpenError(f"cannot open {self.name}: arig's NV path launches with Hopper's QMD V04 (sm_90); GPU {gpu.bus} is {self.arch} with compute class {gpu.compute_cls:#x}")
         self.hang_ms = gpu.facts.get("hang_ms")
         self.channel = ch = _rm.Channel(gpu, copy=True)
-        self._ev = gpu.os_event(self._event_undo)
+        self.events = DriverEvents(gpu, self._event_undo, self._stop_core_reads)
         self._make_queues(gpu, ch)
         self._run_first_pushbuffers(gpu, ch)
         self.completion = NvCompletion(self, self.queue_handles, SPIN_US, self.memory.progressed)
@@ -187,10 +177,8 @@ class NvBackend(Backend):
     def bind(self, timeline: Any, post: Callable[..., None]) -> None:
         super().bind(timeline, post)
         self.memory.bind(timeline, post)
-        self._loop = asyncio.get_running_loop()
-        self._port = port_of(self._loop)
-        self._port.add_reader(self._ev, self._on_wake)
-        self._reader = True
+        assert self.events is not None
+        self.events.bind(self._on_wake)
 
     def submitter(self, st: Any, limit: int) -> Any:
         """Loop thread, at open: the native core takes submissions."""
@@ -227,22 +215,13 @@ class NvBackend(Backend):
         if self.completion is not None:
             self.completion.abort()  # the core runs nothing more; its queues' waits end
 
-    def _quiesce(self) -> None:
-        """Loop thread, asked by close: read the device's memory no more (the submit thread then frees it)."""
-        self._drop_loop_reads()
-        self._quiet.set()
-
-    def _drop_loop_reads(self) -> None:
+    def _stop_core_reads(self) -> None:
         if self.completion is not None:
             self.completion.detach()
-        if self._reader and self._port is not None:
-            self._port.remove_reader(self._ev)
-            self._reader = False
 
     def detach(self) -> None:
-        self._drop_loop_reads()
-        if self._closed:
-            self._close_event_fd()  # after the reader is gone: the number is never reused under the loop
+        if self.events is not None:
+            self.events.detach()
 
     # -- the submit thread ------------------------------------------------------------------
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
@@ -271,20 +250,6 @@ class NvBackend(Backend):
         return self.images.load(self.gpu, image, self.post)
 
     # -- the end ------------------------------------------------------------------------------
-    def _stop_loop_reads(self) -> None:
-        """Submit thread: make sure the loop reads neither the timeline words nor the notifier while they are freed."""
-        loop, port = self._loop, self._port
-        if loop is None or port is None or port.closed or not loop.is_running():
-            return
-        port.post(self._quiesce)
-        self._quiet.wait(QUIESCE_S)
-
-    def _close_event_fd(self) -> None:
-        """The event fd's one close (``_rm.Gpu.os_event`` leaves it to the device), through the driver seam."""
-        if self._ev >= 0:
-            _fd.close(self._ev)
-            self._ev = -1
-
     def _destroy_queues(self) -> None:
         for q in self.queue_handles:
             q.destroy()
@@ -309,13 +274,11 @@ class NvBackend(Backend):
         if self._closed:
             return
         self._closed = True
-        self._stop_loop_reads()
-        assert self.completion is not None
+        assert self.completion is not None and self.events is not None
+        self.events.quiesce()  # the loop reads neither the timeline words nor the notifier while they are freed
         self.completion.stop_thread()  # the native thread is joined: nothing is submitted after this
         failures = self._event_undo.unwind()
-        if not self._reader:  # the loop reads it no more (quiesced): close it here, off the loop
-            self._close_event_fd()
-        # else detach closes it, on the loop, once the reader is gone: the number is never reused under the loop
+        self.events.close()
         ch = self.channel
         ch_failures = ch.free() if ch is not None else []
         if ch_failures:
@@ -326,10 +289,6 @@ class NvBackend(Backend):
         self.gpu.unclaim()
         if failures:
             _log.fallback(f"{self.name}: freeing at close: {'; '.join(failures)}")
-        if self._port is None or self._port.closed:
-            self._close_event_fd()  # no loop reads it any more
-        else:
-            self._port.post(self.detach)  # a device never stopped is closed without Device.stop's detach
 
 
 def open_backend(name: str, bus: str) -> NvBackend:
