@@ -29,36 +29,30 @@ Threads, and what each may do:
 from __future__ import annotations
 
 import ctypes
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import _log, _native
-from .._errors import ArigValueError, DeviceHang, OpenError
+from .._errors import ArigValueError, OpenError
 from .._launchspec import c_arg
 from .._memory import Buffer, Image, never_free
 from ..device import Backend
 from . import _exec_params as E
 from . import _queue, _rm, _staging
-from . import _push as pb
 from . import abi as _abi
 from ._completion import NvCompletion
 from ._events import DriverEvents
 from ._faults import NvChannelError
 from ._images import Images
-from ._launch import LOCAL_BYTES_PER_THREAD, Launch
+from ._launch import Launch
 from ._memory import KINDS, Dmabuf, NvMemory
 from ._queue import NvQueue
 from ._staging import STAGING_BYTES, STAGING_SLOTS
 
 __all__ = ["NvBackend", "NvChannelError", "Dmabuf", "KINDS", "STAGING_BYTES", "STAGING_SLOTS", "open_backend"]
 
-PUSHBUFFER_BYTES = 2 << 20  # each queue's pushbuffer ring
-ARGS_BYTES = 16 << 20  # the compute queue's argument ring (each launch's bank 0 and QMD)
-MAX_TPCS = 72  # GH100's full TPC count: local memory is sized for every TPC index the GPU may use
-OPEN_WAIT_S = 5.0
 #: The native core's bounded spin for a completion (µs) before the interrupt backstop.
 SPIN_US = 40
 
@@ -116,8 +110,10 @@ class NvBackend(Backend):
         self.hang_ms = gpu.facts.get("hang_ms")
         self.channel = ch = _rm.Channel(gpu, copy=True)
         self.events = DriverEvents(gpu, self._event_undo, self._stop_core_reads)
-        self._make_queues(gpu, ch)
-        self._run_first_pushbuffers(gpu, ch)
+        self.queue, self.copy_queue = _queue.open_pair(id(self), gpu, ch, self._keep)
+        self.queue_handles = [self.queue, self.copy_queue]
+        _queue.start_engines(gpu, ch, self.queue, self.copy_queue, self._keep)
+        self.staging = _staging.Staging(self.copy_queue, self._keep(gpu.host("staging", STAGING_BYTES)), STAGING_SLOTS)
         self.completion = NvCompletion(self, self.queue_handles, SPIN_US, self.memory.progressed)
         self.capabilities = dict([_abi.declare(_abi.NvAbi.native())])
         self.facts = self._describe(gpu, ch)
@@ -125,38 +121,6 @@ class NvBackend(Backend):
     def _keep(self, m: _rm.Mem) -> _rm.Mem:
         self._own.append(m)
         return m
-
-    def _make_queues(self, gpu: _rm.Gpu, ch: _rm.Channel) -> None:
-        assert ch.copy is not None
-        words = self._keep(gpu.host("timeline", _rm.PAGE_4K))
-        self._local_per_tpc = per_tpc = pb.local_bytes_per_tpc(LOCAL_BYTES_PER_THREAD)
-        self._local = self._keep(gpu.vram("local", per_tpc * MAX_TPCS, cpu=False))
-        parts = [(False, ch.fifo, self._keep(gpu.vram("pushbuffer", PUSHBUFFER_BYTES)), self._keep(gpu.vram("arguments", ARGS_BYTES))),
-                 (True, ch.copy, self._keep(gpu.vram("copy pushbuffer", PUSHBUFFER_BYTES)), None)]  # fmt: skip
-        for i, (copy, fifo, pushbuf, args) in enumerate(parts):
-            s = _queue.spec(pushbuf=pushbuf, args=args, fifo=fifo, doorbell=gpu.doorbell, words=words, base=i * _queue.WORDS_STRIDE, copy=copy)
-            self.queue_handles.append(NvQueue(id(self), s, index=i, copy=copy, error=ch.error))
-        self.queue, self.copy_queue = self.queue_handles
-        self.queue.pair(self.copy_queue)
-        self.staging = _staging.Staging(self.copy_queue, self._keep(gpu.host("staging", STAGING_BYTES)), STAGING_SLOTS)
-
-    def _run_first_pushbuffers(self, gpu: _rm.Gpu, ch: _rm.Channel) -> None:
-        """Bind each channel's engine (compute: subchannel 1, with the windows and local memory; copy:
-        subchannel 4) and wait until both ran it.  Added as words: the ordering rule is not involved yet."""
-        assert gpu.copy_cls is not None
-        self.queue.put_words(pb.setup(gpu.compute_cls, None, local_address=self._local.va, local_per_tpc=self._local_per_tpc).words)
-        self.queue.kick()
-        self.copy_queue.put_words(pb.Push().set_object(pb.SUBCH_COPY, gpu.copy_cls).words)
-        self.copy_queue.kick()
-        t0 = time.monotonic()
-        while self.queue.done < 1 or self.copy_queue.done < 1:
-            err = ch.error()
-            if err is not None:
-                raise NvChannelError(err)
-            if time.monotonic() - t0 > OPEN_WAIT_S:
-                late = [q.engine for q in self.queue_handles if q.done < 1]
-                raise DeviceHang(f"the new {' and '.join(late)} channel(s) did not run their first pushbuffer within {OPEN_WAIT_S} s")
-            time.sleep(50e-6)
 
     def _describe(self, gpu: _rm.Gpu, ch: _rm.Channel) -> dict[str, Any]:
         facts, p = gpu.facts, gpu.p

@@ -15,17 +15,24 @@ each as a template (:func:`spec`) and only patches numbers in.
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Callable
 from typing import Any
 
 from .. import _native
-from .._errors import ArigTypeError, ArigValueError, safe_repr
+from .._errors import ArigTypeError, ArigValueError, DeviceHang, safe_repr
 from . import _exec_params as E
-from . import _faults
+from . import _faults, _rm
 from . import _push as pb
-from ._launch import Launch, launch_template
+from ._launch import LOCAL_BYTES_PER_THREAD, Launch, launch_template
 
-__all__ = ["NvQueue", "spec", "templates", "TEMPLATES", "TIMELINE_OFFSET", "PROGRESS_OFFSET", "WORDS_STRIDE"]
+__all__ = ["NvQueue", "open_pair", "start_engines", "spec", "templates", "TEMPLATES", "TIMELINE_OFFSET", "PROGRESS_OFFSET", "WORDS_STRIDE"]
+
+PUSHBUFFER_BYTES = 2 << 20  # each queue's pushbuffer ring
+ARGS_BYTES = 16 << 20  # the compute queue's argument ring (each launch's bank 0 and QMD)
+MAX_TPCS = 72  # GH100's full TPC count: local memory is sized for every TPC index the GPU may use
+#: How long a new channel may take to run its first pushbuffer.
+OPEN_WAIT_S = 5.0
 
 #: Offsets in a queue's part of the device's page of pinned host memory (queue i's part starts at
 #: i * WORDS_STRIDE): the timeline word, the internal progress word (16 bytes each: value, GPU time).
@@ -201,3 +208,45 @@ def _check_sem(address: Any, value: Any, align: int) -> None:
         raise ArigValueError(f"a semaphore address must be an int, {align}-byte aligned, below 2**57; got {safe_repr(address)}")
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
         raise ArigValueError(f"a semaphore value must be an int in 0..2**64-1, got {safe_repr(value)}")
+
+
+def open_pair(owner: int, gpu: _rm.Gpu, ch: _rm.Channel, keep: Callable[[_rm.Mem], _rm.Mem]) -> tuple[NvQueue, NvQueue]:
+    """The compute and the copy queue of channel group ``ch``, paired; their rings and words are allocated
+    through ``keep`` (the device frees them at close, after the queues)."""
+    assert ch.copy is not None
+    words = keep(gpu.host("timeline", _rm.PAGE_4K))
+    parts = [(False, ch.fifo, keep(gpu.vram("pushbuffer", PUSHBUFFER_BYTES)), keep(gpu.vram("arguments", ARGS_BYTES))),
+             (True, ch.copy, keep(gpu.vram("copy pushbuffer", PUSHBUFFER_BYTES)), None)]  # fmt: skip
+    queues: list[NvQueue] = []
+    try:
+        for i, (copy, fifo, pushbuf, args) in enumerate(parts):
+            s = spec(pushbuf=pushbuf, args=args, fifo=fifo, doorbell=gpu.doorbell, words=words, base=i * WORDS_STRIDE, copy=copy)
+            queues.append(NvQueue(owner, s, index=i, copy=copy, error=ch.error))
+    except BaseException:
+        for q in queues:
+            q.destroy()
+        raise
+    compute, copy_queue = queues
+    compute.pair(copy_queue)
+    return compute, copy_queue
+
+
+def start_engines(gpu: _rm.Gpu, ch: _rm.Channel, compute: NvQueue, copy: NvQueue, keep: Callable[[_rm.Mem], _rm.Mem]) -> None:
+    """Bind each channel's engine (compute: subchannel 1, with the windows and local memory; copy:
+    subchannel 4) and wait until both ran it.  Added as words: the ordering rule is not involved yet."""
+    assert gpu.copy_cls is not None
+    per_tpc = pb.local_bytes_per_tpc(LOCAL_BYTES_PER_THREAD)
+    local = keep(gpu.vram("local", per_tpc * MAX_TPCS, cpu=False))
+    compute.put_words(pb.setup(gpu.compute_cls, None, local_address=local.va, local_per_tpc=per_tpc).words)
+    compute.kick()
+    copy.put_words(pb.Push().set_object(pb.SUBCH_COPY, gpu.copy_cls).words)
+    copy.kick()
+    t0 = time.monotonic()
+    while compute.done < 1 or copy.done < 1:
+        err = ch.error()
+        if err is not None:
+            raise _faults.NvChannelError(err)
+        if time.monotonic() - t0 > OPEN_WAIT_S:
+            late = [q.engine for q in (compute, copy) if q.done < 1]
+            raise DeviceHang(f"the new {' and '.join(late)} channel(s) did not run their first pushbuffer within {OPEN_WAIT_S} s")
+        time.sleep(50e-6)
