@@ -3,10 +3,12 @@
 The fake stands in for the NVIDIA kernel driver only (the escapes, UVM, the
 mmaps of the driver's files, the PCI tree and /dev): the process, GPU and
 channel objects, the submit thread, the pushbuffers, QMDs, the timeline words
-and the event fd are all arig's own.  Every test runs over both submit and
-completion paths (the native core and ``ARIG_PURE``), and checks on the way
-out that the fake saw no misuse, every RM object, fd and UVM registration was
-given back, and no driver call came from the event loop's thread.
+and the event fd are all arig's own.  The NV device runs on the native core:
+its tests run where the core is in use, and check on the way out that the
+fake saw no misuse, every RM object, fd and UVM registration was given back,
+and no driver call came from the event loop's thread.  Where the core is not
+in use (``ARIG_PURE=1``, or not built), the open is refused by name, which
+the last tests pin on either engine.
 """
 
 from __future__ import annotations
@@ -48,20 +50,10 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-@pytest.fixture(params=["native", "pure"])
-def completion(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both submit and completion paths: the native core, and the pure-Python threads."""
-    if request.param == "pure":
-        monkeypatch.setattr(arig._env, "PURE", True)
-    elif arig._env.PURE:
-        pytest.skip("ARIG_PURE=1: the pure path only")
-    elif arig._native.library() is None:
-        pytest.skip(f"the native core is not here: {arig._native.status()}")
-    return request.param
-
-
 @pytest.fixture
-def fake(completion: str) -> Iterator[FakeNvrm]:
+def fake() -> Iterator[FakeNvrm]:
+    if arig._native.library() is None:
+        pytest.skip(f"the NV device needs the native core, not in use here: {arig._native.status()}")
     f = FakeNvrm()
 
     def axpy(params: bytes, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
@@ -80,7 +72,7 @@ def fake(completion: str) -> Iterator[FakeNvrm]:
     assert f.violations == []
 
 
-async def test_open_describe_stop(fake: FakeNvrm, completion: str) -> None:
+async def test_open_describe_stop(fake: FakeNvrm) -> None:
     dev = await arig.open(nvrm.gpu(0))
     try:
         assert dev.name == "NV" and dev.arch == "sm_90"
@@ -97,10 +89,8 @@ async def test_open_describe_stop(fake: FakeNvrm, completion: str) -> None:
     finally:
         await dev.stop()
     assert {c.name for c in fake.calls()} >= {"open", "close", "mmap", "munmap"}
-    if completion == "pure":
-        assert fake.interrupts >= 2  # each value's NON_STALL_INTERRUPT wrote the event fd
-    else:  # the native core's spin sees the releases; it asks for an interrupt only where its watch ends
-        assert dev.facts["completion"].startswith("native core") and "NON_STALL_INTERRUPT backstop" in dev.facts["completion"]
+    # the native core's spin sees the releases; it asks for an interrupt only where its watch ends
+    assert dev.facts["completion"].startswith("native core") and "NON_STALL_INTERRUPT backstop" in dev.facts["completion"]
 
 
 async def test_the_fake_reports_misuse_and_leaks() -> None:
@@ -325,3 +315,32 @@ async def test_map_host_refusals(fake: FakeNvrm) -> None:
             await dev.map_host(page)
         await asyncio.wait_for(dev.run(None), T)
         assert dev.lost is None
+
+
+# -- without the native core the device does not open ------------------------------------------------
+
+
+async def _refused(match: str) -> None:
+    """The open is an OpenError naming the native core and ``match`` (why it is not in use); the GPU is
+    not touched: nothing is left open, and a later open (with the core) is not refused as "already open"."""
+    f = FakeNvrm()
+    with f.installed():
+        with pytest.raises(OpenError, match=r"cannot open NV: the NV device runs on arig's native core.*not in use") as info:
+            await arig.open(nvrm.gpu(0))
+        assert match in str(info.value)
+        assert not [c for c in f.log if c.name.startswith("ioctl")], "the GPU was touched"
+    assert f.violations == []
+
+
+async def test_the_pure_engine_refuses_to_open_an_nv_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arig._env, "PURE", True)
+    await _refused("ARIG_PURE=1")
+
+
+async def test_a_missing_native_core_refuses_to_open_an_nv_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arig._env, "PURE", False)
+    why = "the native core was not built (no C compiler at install?): reinstall arig with a C compiler"
+    monkeypatch.setattr(arig._native, "_libs", None)
+    monkeypatch.setattr(arig._native, "_tried", True)
+    monkeypatch.setattr(arig._native, "_why", why)
+    await _refused(why)

@@ -1,11 +1,10 @@
 """The NV device on the native core (``core.c``'s "NV channels"), over ``arig.testing.FakeNvrm``.
 
-What the core does in C that the pure path does in Python: the pushbuffer
-words it patches numbers into (each must equal what ``arig.nvrm._push``
-writes), compiled fills through the ``arig.nvrm.abi`` record, the times
-``reached_at`` gives, and frees deferred on the loop until the GPU is past
-the work submitted before them.  The last test checks what the pure path
-refuses.  The fake stands in for the kernel driver only (see
+What the core does in C: the pushbuffer words it patches numbers into (each
+must equal what ``arig.nvrm._push`` writes), compiled fills through the
+``arig.nvrm.abi`` record, the times ``reached_at`` gives, frees deferred until
+the GPU is past the work submitted before them, and rings that wrap and
+fill.  (Without the core the device does not open: tests/test_nv_fake.py.)  The fake stands in for the kernel driver only (see
 ``tests/test_nv_fake.py``); every device test checks on the way out that the
 fake saw no misuse and no driver call came from the event loop's thread.
 """
@@ -32,11 +31,10 @@ import arig._env
 import arig._native
 import arig.cuda_abi
 import arig.nvrm as nvrm
-import arig.nvrm._device
 import arig.nvrm._launch
-import arig.nvrm._nvq
+import arig.nvrm._queue
 import arig.nvrm.abi
-from arig._errors import ArigTypeError, DeviceLost, FillError
+from arig._errors import DeviceLost, FillError
 from arig.nvrm import _push as pb
 from arig.testing import FakeNvrm
 
@@ -98,15 +96,6 @@ def fake() -> Iterator[FakeNvrm]:
     yield from _installed(f)
 
 
-@pytest.fixture
-def pure_fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeNvrm]:
-    """A fake driver with the probe's axpy, on the pure path (``ARIG_PURE``)."""
-    monkeypatch.setattr(arig._env, "PURE", True)
-    f = FakeNvrm()
-    _with_axpy(f)
-    yield from _installed(f)
-
-
 # -- 1. templates: the core patches numbers into _push's words ------------------------------------
 
 A16 = st.integers(0, (1 << 53) - 1).map(lambda k: k * 16)  # 16-byte aligned, below 2**57
@@ -136,8 +125,8 @@ def test_patched_templates_are_the_words_push_writes(
     """Every template of a compute and a copy queue, with random numbers patched in by C, is word for
     word what ``Push`` (and ``wait_words``, ``launch_words``) write for those numbers."""
     progress = timeline + 16 if timeline + 16 < 1 << 57 else timeline - 16
-    tm = arig.nvrm._nvq.templates(timeline, progress, copy)
-    assert tuple(tm) == arig.nvrm._nvq.TEMPLATES
+    tm = arig.nvrm._queue.templates(timeline, progress, copy)
+    assert tuple(tm) == arig.nvrm._queue.TEMPLATES
     # Unaligned copy addresses too: Push.copy takes any byte address; a 16-aligned one is the common case.
     dst, src = dst + value % 16, src + (value >> 4) % 16
 
@@ -146,8 +135,8 @@ def test_patched_templates_are_the_words_push_writes(
 
     assert _patched(tm["rel_tl"], value) == rel(timeline, value)
     assert _patched(tm["rel_prog"], value) == rel(progress, value)
-    assert _patched(tm["wait_prog"], value) == arig.nvrm._device.wait_words(progress, value)
-    assert _patched(tm["wait_tl"], value) == arig.nvrm._device.wait_words(timeline, value)
+    assert _patched(tm["wait_prog"], value) == pb.wait_words(progress, value)
+    assert _patched(tm["wait_tl"], value) == pb.wait_words(timeline, value)
     assert _patched(tm["intr"], value, value, nbytes) == pb.Push().non_stall_interrupt().words
     assert _patched(tm["launch"], qmd >> 8) == arig.nvrm._launch.launch_words(qmd)
     assert _patched(tm["copy"], src, dst, nbytes) == pb.Push().copy(dst, src, nbytes).words
@@ -160,7 +149,7 @@ def test_templates_fill_every_spec_slot() -> None:
     """``templates`` gives exactly the templates ``struct arig_nv_spec`` holds, each within NV_TW words."""
     spec_slots = [field[0] for field in arig._native.NvSpec._fields_ if field[1] is arig._native.NvTemplate]
     for copy in (False, True):
-        tm = arig.nvrm._nvq.templates(0x1000, 0x1010, copy)
+        tm = arig.nvrm._queue.templates(0x1000, 0x1010, copy)
         assert list(tm) == spec_slots
         for name, t in tm.items():
             assert 0 < t.n <= arig._native.NvTemplate.WORDS, name
@@ -378,32 +367,7 @@ async def test_memory_freed_during_a_launch_is_freed_after_it(fake: FakeNvrm) ->
         assert min(got) >= done_at[0]
 
 
-# -- 5. the pure path refuses compiled fills ---------------------------------------------------------------
-
-
-@pytest.mark.asyncio
-async def test_pure_path_refuses_compiled_fills(pure_fake: FakeNvrm) -> None:
-    """With ``ARIG_PURE`` the NV device declares no record, and a C fill (as a ctypes function or an
-    address) is refused at submit with an ArigTypeError naming the native core; the device stays usable."""
-    ran: list[int] = []
-
-    def body(q: int | None, a: int | None, v: int) -> int:
-        ran.append(v)
-        return 0
-
-    fill = arig.cuda_abi.FILL(body)
-    async with await arig.open(nvrm.gpu(0)) as dev:
-        assert dev.capability(arig.nvrm.abi.KEY) is None
-        assert dev.capability(arig.cuda_abi.KEY) is None
-        for f in (fill, ctypes.cast(fill, c_void_p).value):
-            with pytest.raises(ArigTypeError, match="native core"):
-                await dev.submit(f)
-        assert dev.submitted == 0 and dev.lost is None
-        await asyncio.wait_for(dev.run(None), T)
-    assert ran == []
-
-
-# -- 6. the core's rings wrap and fill ---------------------------------------------------------------
+# -- 5. the core's rings wrap and fill ---------------------------------------------------------------
 
 
 @pytest.fixture
@@ -416,7 +380,7 @@ def small_rings(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeNvrm]:
     import arig.nvrm._rm as rm
 
     monkeypatch.setattr(rm, "GPFIFO_ENTRIES", 64)
-    spec = arig.nvrm._nvq.spec
+    spec = arig.nvrm._queue.spec
 
     def small(**kw: Any) -> Any:
         s = spec(**kw)
@@ -425,7 +389,7 @@ def small_rings(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeNvrm]:
             s.args_size = 32 << 10
         return s
 
-    monkeypatch.setattr(arig.nvrm._nvq, "spec", small)
+    monkeypatch.setattr(arig.nvrm._queue, "spec", small)
     gate = threading.Event()
     gate.set()
     f = FakeNvrm()

@@ -1,4 +1,5 @@
-"""The NV device's pure parts, without a GPU: launches, rings, addresses, the queues' pushbuffer words, copies through staging."""
+"""The NV device's parts without a GPU: launches, addresses, the queues' pushbuffer words (the native core's
+queues over CPU memory), copies through staging."""
 
 from __future__ import annotations
 
@@ -14,12 +15,16 @@ import pytest
 
 import arig
 import arig.nvrm as nvrm
-from arig._errors import ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, OpenError
-from arig.nvrm import _cubin, _device, _rm
+import arig._native
+from arig._errors import ArigTypeError, ArigValueError, OpenError
+from arig.nvrm import _cubin, _device, _queue, _rm, _staging
 from arig.nvrm import _exec_params as E
 from arig.nvrm import _push as pb
 from arig.nvrm import _qmd as q
-from arig.nvrm._launch import LOCAL_BYTES_PER_THREAD, Launch, LoadedKernel, Ring, Slots, copy_chunks, kernel_of, launch_words, register, unregister
+from arig.nvrm._faults import NvChannelError
+from arig.nvrm._images import LoadedKernel, kernel_of, register, unregister
+from arig.nvrm._launch import LOCAL_BYTES_PER_THREAD, Launch, launch_words
+from arig.nvrm._staging import Slots, copy_chunks
 
 DATA = Path(__file__).resolve().parent / "data" / "nv"
 CUBIN = _cubin.parse((DATA / "probe.sm_90.cubin").read_bytes())
@@ -100,48 +105,7 @@ def test_launch_words() -> None:
         launch_words(0x10_0000_0310)
 
 
-# --- rings and addresses -------------------------------------------------------------------
-
-
-def test_ring_hands_out_in_order_wraps_and_takes_back_by_tag() -> None:
-    r = Ring(1024)
-    assert r.alloc(256, 1) == 0
-    assert r.alloc(256, 1) == 256
-    assert r.alloc(256, 2) == 512
-    assert r.alloc(512, 3) is None  # only 256 left at the end, and nothing retired
-    r.retire(1)
-    assert r.used == 256
-    assert r.alloc(512, 3) == 0  # wraps: 768..1024 skipped, 0..512 reused
-    assert r.used == 256 + 256 + 512
-    assert r.alloc(1, 3) is None
-    assert r.oldest() == 2
-    r.retire(3)
-    assert r.used == 0 and r.oldest() is None
-    with pytest.raises(ArigValueError):
-        r.alloc(2048, 4)
-    assert r.alloc(8, 5) is not None
-    with pytest.raises(ArigValueError, match="older"):
-        r.alloc(8, 1)
-
-
-def test_ring_never_overlaps_live_space() -> None:
-    rng = np.random.default_rng(0)
-    r = Ring(4096)
-    live: list[tuple[int, int, int]] = []  # (tag, offset, n)
-    tag = done = 0
-    for _ in range(3000):
-        tag += int(rng.integers(0, 2))
-        n = int(rng.integers(1, 9)) * 64
-        off = r.alloc(n, tag)
-        if off is None:
-            done = max(done, min(t for t, _, _ in live) if live else done)
-            r.retire(done)
-            live = [x for x in live if x[0] > done]
-            continue
-        for _, o, m in live:
-            assert off + n <= o or o + m <= off
-        assert off >= 0 and off + n <= 4096
-        live.append((tag, off, n))
+# --- addresses ----------------------------------------------------------------------------
 
 
 def test_va_allocator_aligns_reuses_and_merges() -> None:
@@ -170,41 +134,61 @@ def test_undo_runs_every_step_in_reverse_and_reports_failures() -> None:
     assert seen == ["c", "a"] and len(failures) == 1 and "free b" in failures[0] and len(u) == 0
 
 
-# --- the queue's pushbuffer, against memory at low addresses --------------------------------
+# --- the queue's pushbuffer (the native core's queue), against memory at low addresses --------------
+
+needs_native = pytest.mark.skipif(arig._native.library() is None, reason=f"the NV queue is the native core's: {arig._native.status()}")
 
 
 class FakeChannel:
+    """A GPFIFO channel's parts the queue uses: the ring (with USERD after its entries) and the error notifier."""
+
     entries = 16
     userd_offset = 16 * 8
     token = 0x2A
+    notifier_base = bytes(16)
 
-    def __init__(self, ring: _rm.Mem) -> None:
-        self.ring = ring
-        self.err: str | None = None
+    def __init__(self, ring: _rm.Mem, notifier: _rm.Mem) -> None:
+        self.ring, self.notifier = ring, notifier
 
     def error(self) -> str | None:
-        return self.err
+        now = ctypes.string_at(self.notifier.va, 16)
+        return None if now == self.notifier_base else f"Xid {int.from_bytes(now[8:12], 'little')}"
+
+    def fail(self, xid: int) -> None:
+        """What the RM does when it ends the channel: a new notifier."""
+        ctypes.memmove(self.notifier.va + 8, xid.to_bytes(4, "little"), 4)
+
+
+def _queue_of(ch: FakeChannel, doorbell: int, pushbuf: _rm.Mem, args: _rm.Mem | None, words: _rm.Mem, index: int) -> _queue.NvQueue:
+    s = _queue.spec(pushbuf=pushbuf, args=args, fifo=ch, doorbell=doorbell, words=words, base=index * _queue.WORDS_STRIDE, copy=args is None)
+    return _queue.NvQueue(OWNER, s, index=index, copy=args is None, error=ch.error)
+
+
+def _gp_put(ch: FakeChannel) -> int:
+    return ch.ring.u32(ch.userd_offset + E.USERD_GP_PUT).value
 
 
 @pytest.fixture
 def queue() -> Any:
     size = 8 << 20
     base = _rm._mmap(LOW, size, _rm.PROT_RW, _rm.MAP_PRIVATE | _rm.MAP_ANONYMOUS | _rm.MAP_FIXED_NOREPLACE)
+    nq = None
     try:
         def mem(what: str, off: int, n: int) -> _rm.Mem:
             return _rm.Mem(what, 0, base + off, n, True, _rm.Undo())
 
-        ring = mem("gpfifo", 0, 1 << 20)
+        ch = FakeChannel(mem("gpfifo", 0, 1 << 20), mem("notifier", 7 << 20, 4096))
         doorbell = base + (1 << 20)
-        ch = FakeChannel(ring)
-        nq = _device.NvQueue(OWNER, ch, doorbell,  # type: ignore[arg-type]
-                              mem("pushbuffer", 2 << 20, 64 << 10), mem("args", 4 << 20, 8 << 10), mem("words", 6 << 20, 4096))
-        yield nq, ch, doorbell
+        args = mem("args", 4 << 20, 8 << 10)
+        nq = _queue_of(ch, doorbell, mem("pushbuffer", 2 << 20, 64 << 10), args, mem("words", 6 << 20, 4096), 0)
+        yield nq, ch, doorbell, args
     finally:
+        if nq is not None:
+            nq.destroy()
         _rm._munmap(base, size)
 
 
-def segment(nq: Any, ch: FakeChannel, i: int) -> list[int]:
+def segment(ch: FakeChannel, i: int) -> list[int]:
     entry = ch.ring.u64(i * 8).value
     lo, hi = entry & 0xFFFFFFFF, entry >> 32
     address = (lo & ~3) | (hi & 0xFF) << 32
@@ -212,39 +196,45 @@ def segment(nq: Any, ch: FakeChannel, i: int) -> list[int]:
     return list(pb.words_of(ctypes.string_at(address, 4 * n)))
 
 
-def test_launch_then_signal_makes_one_gpfifo_entry(queue: Any, axpy: int) -> None:
-    nq, ch, doorbell = queue
+def _progress(nq: _queue.NvQueue, seq: int) -> None:
+    """What the GPU does at the end of a queue's submission ``seq``."""
+    ctypes.c_uint64.from_address(nq.progress_address).value = seq
+
+
+@needs_native
+def test_launch_then_release_makes_one_gpfifo_entry(queue: Any, axpy: int) -> None:
+    nq, ch, doorbell, args = queue
     launch = Launch(axpy, 2, 256, args_of(1.0, 0x10_0000_0000, 0x10_0010_0000, 512))
     launch.owner = OWNER
     nq.launch(launch)
-    assert ch.ring.u32(ch.userd_offset + E.USERD_GP_PUT).value == 0  # nothing submitted before the signal
-    nq.signal(7)
-    words = segment(nq, ch, 0)
-    slot = nq._args.va  # the first slot of the argument ring
+    assert _gp_put(ch) == 0  # nothing submitted before the value's release
+    nq.kick(7, interrupt=True)
+    slot = args.va  # the first slot of the argument ring
+    tl = nq.timeline_address
     want = (launch_words(slot + launch.qmd_offset)
-            + pb.Push().release(nq.timeline_address, 7).non_stall_interrupt().release(nq.progress_address, 1).words)  # fmt: skip
-    assert words == want
+            + pb.Push().release(tl, 7).extend(pb.wait_words(tl, 7)).non_stall_interrupt().release(nq.progress_address, 1).words)  # fmt: skip
+    assert segment(ch, 0) == want
     assert ctypes.string_at(slot, launch.slot_bytes) == launch.slot_image(slot)
-    assert ch.ring.u32(ch.userd_offset + E.USERD_GP_PUT).value == 1
+    assert _gp_put(ch) == 1
     assert ctypes.c_uint32.from_address(doorbell + E.USERMODE_NOTIFY_CHANNEL_PENDING).value == FakeChannel.token
-    nq.release(nq._args.va + 64, 3)
-    nq.acquire(nq._args.va + 64, 3)
-    nq.signal(8, interrupt=False)
-    assert segment(nq, ch, 1) == (pb.Push().release(nq._args.va + 64, 3).acquire(nq._args.va + 64, 3)
-                                  .release(nq.timeline_address, 8).release(nq.progress_address, 2).words)  # fmt: skip
+    nq.release(args.va + 64, 3)
+    nq.acquire(args.va + 64, 3)
+    nq.kick(8)
+    assert segment(ch, 1) == (pb.Push().release(args.va + 64, 3).acquire(args.va + 64, 3)
+                              .release(tl, 8).release(nq.progress_address, 2).words)  # fmt: skip
 
 
+@needs_native
 def test_a_full_argument_ring_waits_for_the_gpu(queue: Any, axpy: int) -> None:
-    nq, ch, _ = queue
+    nq, ch, _, args = queue
     launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
     launch.owner = OWNER
-    per_ring = nq._args.size // launch.slot_bytes
-    for _ in range(per_ring):
+    for _ in range(args.size // launch.slot_bytes):
         nq.launch(launch)
     # The next launch submits what is pending and waits until the GPU reports that submission done.
     def gpu() -> None:
         time.sleep(0.05)
-        nq._progress.value = 1
+        _progress(nq, 1)
 
     t = threading.Thread(target=gpu)
     t.start()
@@ -252,26 +242,26 @@ def test_a_full_argument_ring_waits_for_the_gpu(queue: Any, axpy: int) -> None:
     nq.launch(launch)
     t.join()
     assert time.monotonic() - t0 >= 0.04
-    assert nq.seq == 1 and ch.ring.u32(ch.userd_offset + E.USERD_GP_PUT).value == 1
+    assert nq.seq == 1 and _gp_put(ch) == 1
 
 
-def test_waits_are_bounded_and_end_when_lost(queue: Any, axpy: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    nq, ch, _ = queue
-    nq.release(nq._args.va, 1)
-    monkeypatch.setattr(_device, "WAIT_S", 0.05)
-    with pytest.raises(DeviceHang, match="did not reach submission 1"):
-        nq.drain()
-    nq.aborted = True
-    with pytest.raises(DeviceStopped):
-        nq.drain()
-    nq.aborted = False
-    ch.err = "Xid 13"
-    with pytest.raises(_device.NvChannelError, match="Xid 13"):
-        nq.drain()
+@needs_native
+def test_a_wait_for_the_gpu_ends_on_a_channel_error(queue: Any) -> None:
+    nq, ch, _, args = queue
+    nq.release(args.va, 1)
+    nq.kick()
+    with pytest.raises(ArigValueError, match="never made"):
+        nq.wait(2, "a submission")
+    ch.fail(13)
+    t0 = time.monotonic()
+    with pytest.raises(NvChannelError, match="Xid 13"):
+        nq.wait(1, "the release")
+    assert time.monotonic() - t0 < 1.0
 
 
+@needs_native
 def test_queue_launch_refuses_other_devices_kernels(queue: Any, axpy: int) -> None:
-    nq, _, _ = queue
+    nq = queue[0]
     launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
     launch.owner = OWNER + 1
     with pytest.raises(ArigValueError, match="another NV device"):
@@ -286,22 +276,26 @@ def test_queue_launch_refuses_other_devices_kernels(queue: Any, axpy: int) -> No
 def test_backend_copies_every_kind_and_refuses_bad_submissions(axpy: int) -> None:
     b = object.__new__(_device.NvBackend)
     b.name = "NV"
+    b.staging = object()  # type: ignore[assignment]
     for kind in _device.KINDS:
         buf = arig.Buffer("NV", kind, 0x10_0000_0000, 64, lambda: None)
         a = np.arange(4, dtype=np.float32)
         fill, arg = b.copy_fill(buf, a, True)
-        assert fill is _device._upload_fill and arg[0] is b and arg[1] == 0x10_0000_0000
+        assert fill is _staging._upload_fill and arg[0] is b.staging and arg[1] == 0x10_0000_0000
         assert arg[2].dtype == np.uint8 and arg[2].nbytes == 16 and np.shares_memory(arg[2], a)
         fill, _ = b.copy_fill(buf, a, False)
-        assert fill is _device._download_fill
+        assert fill is _staging._download_fill
     launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
     with pytest.raises(ArigValueError, match="no arg"):
         b.prepare(launch, 1)
     with pytest.raises(ArigValueError, match="another NV device"):
         b.prepare(launch, None)
     with pytest.raises(ArigTypeError):
-        b.prepare(42, None)
-    assert b.prepare(None, None)[0] is _device._no_fill
+        b.prepare("axpy", None)
+    assert b.prepare(None, None) == (arig._native.MARK, 0, 0, 0)
+    mine = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
+    mine.owner = id(b)
+    assert b.prepare(mine, None) is mine._item  # the core's item, made once with the launch
 
 
 def test_open_without_a_gpu_is_an_open_error() -> None:
@@ -321,7 +315,7 @@ def test_copy_chunks_cover_the_copy_in_order() -> None:
     assert copy_chunks(16, 16) == [(0, 16)]
     assert copy_chunks(17, 16) == [(0, 16), (16, 1)]
     assert copy_chunks(48, 16) == [(0, 16), (16, 16), (32, 16)]
-    gib, chunk = 1 << 30, _device.STAGING_BYTES // _device.STAGING_SLOTS
+    gib, chunk = 1 << 30, _staging.STAGING_BYTES // _staging.STAGING_SLOTS
     pieces = copy_chunks(gib + 5, chunk)
     assert len(pieces) == gib // chunk + 1 and pieces[-1] == (gib, 5)
     assert all(n == chunk for _, n in pieces[:-1]) and all(o == i * chunk for i, (o, _) in enumerate(pieces))
@@ -345,12 +339,12 @@ def test_staging_slots_go_round_robin_and_remember_their_submission() -> None:
 def test_wait_words_are_an_acquire_without_the_tsg_switch() -> None:
     at, v = 0x60_0000_0030, 0x1_0000_0002
     switching = pb.Push().acquire(at, v).words
-    w = _device.wait_words(at, v)
+    w = pb.wait_words(at, v)
     # SEM_ADDR_LO (0x5c) + 4 incrementing on subchannel 0, then SEM_EXECUTE = ACQ_CIRC_GEQ (3) | PAYLOAD_SIZE 64BIT (1<<24)
     assert w == [0x2005_0017, 0x30, 0x60, 2, 1, 0x0100_0003]
     assert w[:-1] == switching[:-1] and switching[-1] == w[-1] | 1 << 12  # ACQUIRE_SWITCH_TSG is bit 12
     with pytest.raises(ArigValueError):
-        _device.wait_words(at + 4, v)
+        pb.wait_words(at + 4, v)
 
 
 def test_copy_words_are_the_headers_bits() -> None:
@@ -367,35 +361,42 @@ def test_copy_words_are_the_headers_bits() -> None:
 
 @pytest.fixture
 def pair() -> Any:
-    """A compute and a copy queue over CPU memory at low addresses, each other's peers (the ordering rule)."""
+    """A compute and a copy queue over CPU memory at low addresses, paired (the ordering rule)."""
     size = 16 << 20
     base = _rm._mmap(LOW, size, _rm.PROT_RW, _rm.MAP_PRIVATE | _rm.MAP_ANONYMOUS | _rm.MAP_FIXED_NOREPLACE)
+    queues: list[_queue.NvQueue] = []
     try:
         def mem(what: str, off: int, n: int) -> _rm.Mem:
             return _rm.Mem(what, 0, base + off, n, True, _rm.Undo())
 
-        cch, kch = FakeChannel(mem("gpfifo", 0, 4096)), FakeChannel(mem("copy gpfifo", 0x1000, 4096))
-        doorbell, words = base + 0x2000, mem("words", 0x3000, 4096)
-        cq = _device.NvQueue(OWNER, cch, doorbell, mem("pushbuffer", 1 << 20, 64 << 10), mem("args", 2 << 20, 64 << 10), words)  # type: ignore[arg-type]
-        kq = _device.NvQueue(OWNER, kch, doorbell, mem("copy pushbuffer", 3 << 20, 256 << 10), None, words, index=1, copy=True)  # type: ignore[arg-type]
-        cq.peer, kq.peer = kq, cq
-        yield cq, kq, cch, kch, base
+        cch = FakeChannel(mem("gpfifo", 0, 4096), mem("notifier", 0x4000, 4096))
+        kch = FakeChannel(mem("copy gpfifo", 0x1000, 4096), mem("copy notifier", 0x5000, 4096))
+        doorbell, words, args = base + 0x2000, mem("words", 0x3000, 4096), mem("args", 2 << 20, 64 << 10)
+        cq = _queue_of(cch, doorbell, mem("pushbuffer", 1 << 20, 64 << 10), args, words, 0)
+        queues.append(cq)
+        kq = _queue_of(kch, doorbell, mem("copy pushbuffer", 3 << 20, 256 << 10), None, words, 1)
+        queues.append(kq)
+        cq.pair(kq)
+        yield cq, kq, cch, kch, base, args
     finally:
+        for nq in queues:
+            nq.destroy()
         _rm._munmap(base, size)
 
 
+@needs_native
 def test_copy_queue_words_and_completion(pair: Any) -> None:
-    cq, kq, _, kch, base = pair
+    cq, kq, _, kch, base, _ = pair
     assert kq.timeline_address == cq.timeline_address + 32 and kq.progress_address == cq.progress_address + 32
     kq.copy(base + (5 << 20), base + (4 << 20), 100)
     kq.copy(base, base, 0)  # nothing
     kq.release(base + (6 << 20), 3)
-    kq.signal(9)
+    kq.kick(9, interrupt=True)
     want = (pb.Push().copy(base + (5 << 20), base + (4 << 20), 100).copy_release(base + (6 << 20), 3)
-            .copy_release(kq.timeline_address, 9).extend(_device.wait_words(kq.timeline_address, 9)).non_stall_interrupt()
+            .copy_release(kq.timeline_address, 9).extend(pb.wait_words(kq.timeline_address, 9)).non_stall_interrupt()
             .copy_release(kq.progress_address, 1).words)  # fmt: skip
-    assert segment(kq, kch, 0) == want
-    assert cq.seq == 0 and cq.words == []  # the compute queue had nothing: no kick, no acquire
+    assert segment(kch, 0) == want
+    assert cq.seq == 0  # the compute queue had nothing: no kick, no acquire
     with pytest.raises(ArigValueError):
         kq.copy(-1, 0, 4)
     with pytest.raises(ArigValueError):
@@ -404,32 +405,39 @@ def test_copy_queue_words_and_completion(pair: Any) -> None:
         kq.release(base + 8, 1)
 
 
+@needs_native
 def test_the_queues_wait_for_each_other(pair: Any, axpy: int) -> None:
-    cq, kq, cch, kch, base = pair
+    cq, kq, cch, kch, base, args = pair
     launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
     launch.owner = OWNER
     cq.launch(launch)  # pending on the compute queue
     kq.copy(base + (5 << 20), base + (4 << 20), 64)
     # the copy queue submitted the compute queue's pending launch, and waits for it on the GPU
-    assert cq.seq == 1 and cq.words == []
-    acq = _device.wait_words(cq.progress_address, 1)
-    assert kq.words[: len(acq)] == acq
+    assert cq.seq == 1 and segment(cch, 0)[: len(launch_words(0))] == launch_words(args.va + launch.qmd_offset)
     kq.kick()
-    # the compute queue's next work waits for the copy; the signal too
-    cq.signal(4)
-    acq = _device.wait_words(kq.progress_address, 1)
-    assert segment(cq, cch, 1)[: len(acq)] == acq
+    acq = pb.wait_words(cq.progress_address, 1)
+    assert segment(kch, 0)[: len(acq)] == acq
+    # the compute queue's next work waits for the copy
+    cq.release(base + (6 << 20), 4)
+    cq.kick()
+    acq = pb.wait_words(kq.progress_address, 1)
+    assert segment(cch, 1)[: len(acq)] == acq
     # once the GPU is past the other queue's work, no acquire is needed
-    ctypes.c_uint64.from_address(kq.progress_address).value = 1
-    ctypes.c_uint64.from_address(cq.progress_address).value = 2
+    _progress(kq, 1)
+    _progress(cq, 2)
     kq.copy(base + (5 << 20), base + (4 << 20), 64)
-    assert kq.words == pb.Push().copy(base + (5 << 20), base + (4 << 20), 64).words
+    kq.kick()
+    assert segment(kch, 1) == pb.Push().copy(base + (5 << 20), base + (4 << 20), 64).copy_release(kq.progress_address, 2).words
     # launch on the copy queue goes to the compute queue; copy on the compute queue to the copy queue
+    _progress(kq, 2)
     kq.launch(launch)
-    lw = launch_words(cq._args.va + launch.slot_bytes + launch.qmd_offset)  # the argument ring's second slot
-    assert kq.seq == 2 and cq.words[-len(lw) :] == lw
+    cq.kick()
+    lw = launch_words(args.va + launch.slot_bytes + launch.qmd_offset)  # the argument ring's second slot
+    assert segment(cch, 2)[: len(lw)] == lw
+    _progress(cq, 3)
     cq.copy(base + 64, base, 8)
-    assert cq.seq == 3 and kq.words[-9:] == pb.Push().copy(base + 64, base, 8).words
+    kq.kick()
+    assert segment(kch, 2)[: 9] == pb.Push().copy(base + 64, base, 8).words
 
 
 class CpuCopyEngine(threading.Thread):
@@ -442,13 +450,13 @@ class CpuCopyEngine(threading.Thread):
         self.copied = 0
 
     def run(self) -> None:
-        done = 0
+        done = 0  # entries run, modulo the ring's: GP_PUT is where the queue put its next one
         while not self.halt.is_set():
-            if done == self.nq.put:
+            if done == _gp_put(self.ch):
                 time.sleep(1e-4)
                 continue
-            self.execute(segment(self.nq, self.ch, done % self.ch.entries))
-            done += 1
+            self.execute(segment(self.ch, done))
+            done = (done + 1) % self.ch.entries
 
     def execute(self, words: list[int]) -> None:
         state: dict[tuple[int, int], int] = {}
@@ -481,25 +489,21 @@ class CpuCopyEngine(threading.Thread):
                     assert ctypes.c_uint64.from_address(at).value >= payload, "an acquire that would block"
 
 
+@needs_native
 @pytest.mark.parametrize("nbytes", [1, 4096 * 3 + 5, 4 * 4096, 19 * 4096 + 7])
-def test_staging_round_trip_through_a_cpu_copy_engine(pair: Any, nbytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_staging_round_trip_through_a_cpu_copy_engine(pair: Any, nbytes: int) -> None:
     """Upload then download through 4 slots of 4 KiB: copies bigger than the staging area go chunk by chunk, slots reused."""
-    _, kq, _, kch, base = pair
-    kq.peer = None
-    monkeypatch.setattr(_device, "WAIT_S", 5.0)
-    b = object.__new__(_device.NvBackend)
-    b.copy_queue = kq
-    b.staging = _rm.Mem("staging", 0, base + (4 << 20), 4 * 4096, True, _rm.Undo())
-    b._slots = Slots(4, 4096)
+    _, kq, _, kch, base, _ = pair
+    staging = _staging.Staging(kq, _rm.Mem("staging", 0, base + (4 << 20), 4 * 4096, True, _rm.Undo()), 4)
     engine = CpuCopyEngine(kq, kch)
     engine.start()
     try:
         data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
         buf = base + (5 << 20)
-        b.stage_in(buf, data)
+        staging.stage_in(buf, data)
         assert kq.seq == len(copy_chunks(nbytes, 4096))  # a submission per chunk
         out = np.zeros(nbytes, np.uint8)
-        b.stage_out(buf, out)  # waits for each chunk's copy: the upload's are before it on the queue
+        staging.stage_out(buf, out)  # waits for each chunk's copy: the upload's are before it on the queue
         assert np.array_equal(out, data)
         assert ctypes.string_at(buf, nbytes) == data.tobytes()
         assert engine.copied == 2 * nbytes
@@ -508,13 +512,65 @@ def test_staging_round_trip_through_a_cpu_copy_engine(pair: Any, nbytes: int, mo
         engine.join()
 
 
-def test_staging_waits_are_bounded(pair: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    _, kq, _, kch, base = pair
-    kq.peer = None
-    monkeypatch.setattr(_device, "WAIT_S", 0.05)
-    b = object.__new__(_device.NvBackend)
-    b.copy_queue = kq
-    b.staging = _rm.Mem("staging", 0, base + (4 << 20), 4 * 4096, True, _rm.Undo())
-    b._slots = Slots(4, 4096)
-    with pytest.raises(DeviceHang, match="copy queue"):  # no copy engine runs: the first chunk never arrives
-        b.stage_out(base + (5 << 20), np.zeros(100, np.uint8))
+@needs_native
+def test_a_staging_wait_ends_on_a_channel_error(pair: Any) -> None:
+    _, kq, _, kch, base, _ = pair
+    staging = _staging.Staging(kq, _rm.Mem("staging", 0, base + (4 << 20), 4 * 4096, True, _rm.Undo()), 4)
+    kch.fail(31)
+    with pytest.raises(NvChannelError, match="Xid 31"):  # no copy engine runs: the first chunk never arrives
+        staging.stage_out(base + (5 << 20), np.zeros(100, np.uint8))
+
+
+# --- frees wait for the GPU, with at most one hop back to the submit thread --------------------------
+
+
+class _Freed:
+    what = "test"
+
+    def __init__(self, log: list[str], name: str) -> None:
+        self.log, self.name = log, name
+
+    def free(self) -> list[str]:
+        self.log.append(self.name)
+        return []
+
+
+class _Timeline:
+    def __init__(self) -> None:
+        self.assigned = self.reached = 0
+        self.lost: BaseException | None = None
+
+
+def test_a_free_waits_for_every_value_assigned_before_it_and_costs_one_post() -> None:
+    """Work done already: freed at once, no post.  Work pending: kept with the value it needs; the loop's
+    deliveries post once (not per delivery) when the timeline reaches it; a lost device keeps it for close."""
+    from arig.nvrm._memory import NvMemory
+
+    freed: list[str] = []
+    posts: list[Any] = []
+    tl = _Timeline()
+    mem = NvMemory("NV", object())  # type: ignore[arg-type]
+    mem.bind(tl, lambda fn, *a: posts.append((fn, a)))  # type: ignore[arg-type]
+    tl.assigned = tl.reached = 3
+    mem.free_after_gpu(_Freed(freed, "a"))  # type: ignore[arg-type]
+    assert freed == ["a"] and posts == [] and mem.due == 0
+    tl.assigned = 5
+    mem.free_after_gpu(_Freed(freed, "b"))  # type: ignore[arg-type]
+    tl.assigned = 7
+    mem.free_after_gpu(_Freed(freed, "c"))  # type: ignore[arg-type]
+    assert freed == ["a"] and mem.due == 5
+    mem.progressed(4)
+    assert posts == []
+    tl.reached = 5
+    mem.progressed(5)
+    mem.progressed(5)
+    assert len(posts) == 1 and posts[0][0] == mem.free_reached  # one post while one is on its way
+    posts.pop()[0]()
+    assert freed == ["a", "b"] and mem.due == 7
+    tl.lost = RuntimeError("lost")
+    mem.free_after_gpu(_Freed(freed, "d"))  # type: ignore[arg-type]
+    tl.reached = 7
+    mem.progressed(7)
+    posts.pop()[0]()
+    assert freed == ["a", "b"]  # lost: close decides
+    assert sorted(m.name for m in mem.close()) == ["c", "d"]  # type: ignore[attr-defined]

@@ -2,8 +2,8 @@
 
 Nothing here opens a file or calls ``ioctl``; like :mod:`arig.nvrm._params` it
 only says what bytes go to the NVIDIA kernel driver.  The layouts are those of
-open-gpu-kernel-modules tag 580.142 (the newest 580 tag; the research found the
-580 layouts unchanged on the H200's 580.159.04), read from these headers:
+open-gpu-kernel-modules tag 580.142 (the newest 580 tag; the 580 layouts are
+unchanged in the H200's 580.159.04), read from these headers:
 
 * ``src/common/sdk/nvidia/inc/nvos.h``: NVOS02/33/34/46/47, memory, VA space,
   channel group and context share alloc params, the NVOS02/NVOS32/NVOS33/
@@ -21,7 +21,7 @@ Copies of these headers are in ``tests/data/nv/``; the tests parse the structs
 there and compare every offset and size.  Every struct is a
 :class:`ctypes.Structure` with natural alignment (the driver's x86-64 build).
 
-Layouts that change between driver branches (shared/research/tinygrad_nv.md §7):
+Layouts that change between driver branches:
 NVOS46 is 64 bytes since 580.65 (56 before), NV_VASPACE_ALLOCATION_PARAMETERS
 56 since 580 (48 before), the GPFIFO schedule params 3 bytes since 575,
 NV_CHANNEL_ALLOC_PARAMS becomes 376 bytes at 610 and UVM_FREE_PARAMS 16 at
@@ -179,11 +179,11 @@ NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED = 0x00008000
 NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM = 0x00010000
 NVOS32_ALLOC_FLAGS_VIRTUAL = 0x00080000
 
-#: The VRAM alloc flags of the research's sequence (0x1C101, ✔ on the H200).
+#: The VRAM alloc flags (0x1C101, which the RM accepts on the H200).
 VRAM_ALLOC_FLAGS = (NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT | NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE
                     | NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED | NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED
                     | NVOS32_ALLOC_FLAGS_PERSISTENT_VIDMEM)
-#: Format 6, the value the research's sequence passes in ``format`` (a kind the RM accepts for VRAM).
+#: Format 6, the value passed in ``format`` (a kind the RM accepts for VRAM).
 VRAM_FORMAT = 6
 
 # --- NVOS33 flags (RM_MAP_MEMORY, CPU mappings) --------------------------------------

@@ -1,8 +1,8 @@
-"""Launches of the NV device, the ring arithmetic of its pushbuffer and argument rings, and of its copies' staging.
+"""Launches of the NV device: a kernel's QMD and constant bank 0, built once per :class:`Launch`.
 
 Pure: no file descriptor, no driver; any thread (a :class:`Launch` is made on
 the event loop).  A kernel is known by the id :meth:`arig.Image.function`
-gave when its image was loaded (:func:`register`); a launch checks its
+gave when its image was loaded (:mod:`arig.nvrm._images`); a launch checks its
 argument bytes against the kernel's parameter layout from ``.nv.info`` and
 builds, once, what each enqueue copies: the constant bank 0 image and the
 QMD (V04), which differ between enqueues only in where bank 0 lies.
@@ -11,60 +11,23 @@ QMD (V04), which differ between enqueues only in where bank 0 lies.
 from __future__ import annotations
 
 import ctypes
-import itertools
-import threading
-from collections import deque
-from dataclasses import dataclass
 from typing import Any
-
 
 from .. import _native
 from .._errors import ArigTypeError, ArigValueError, safe_repr
 from .._launchspec import dims
-from . import _cubin
 from . import _push as pb
 from . import _qmd as q
+from ._images import _KERNELS as _KERNELS  # the registry, where arig.testing.fake_nvrm's GPU looks kernels up
+from ._images import kernel_of
 
-__all__ = [
-    "Launch", "Ring", "LoadedKernel", "Slots", "register", "unregister", "kernel_of", "launch_words", "copy_chunks",
-    "LOCAL_BYTES_PER_THREAD", "SLOT_ALIGN",
-]
+__all__ = ["Launch", "launch_words", "launch_template", "LOCAL_BYTES_PER_THREAD", "SLOT_ALIGN"]
 
 #: Local memory (stack) the channel provides per thread, the 0x240 above STACK_TOP included:
 #: kernels needing more are refused at Launch.
 LOCAL_BYTES_PER_THREAD = 0x240 + 1024
 #: Argument-ring slots (bank 0, then the QMD at the next 256 bytes) are 256-byte aligned.
 SLOT_ALIGN = 256
-
-
-@dataclass(frozen=True)
-class LoadedKernel:
-    """A kernel of a loaded image: its cubin facts, its code's GPU address, the device it is on."""
-
-    kernel: _cubin.Kernel
-    program_address: int
-    owner: int  # id() of the backend that loaded it
-
-
-_ids = itertools.count(1)
-_lock = threading.Lock()
-_KERNELS: dict[int, LoadedKernel] = {}
-
-
-def register(k: LoadedKernel) -> int:
-    """A new function id for ``k`` (what ``Image.function`` returns)."""
-    with _lock:
-        fid = next(_ids)
-        _KERNELS[fid] = k
-    return fid
-
-
-def unregister(fid: int) -> None:
-    _KERNELS.pop(fid, None)
-
-
-def kernel_of(fid: int) -> LoadedKernel | None:
-    return _KERNELS.get(fid)
 
 
 #: The words of one launch: WAIT_FOR_IDLE (the queue's earlier grids end first, as on a CUDA
@@ -167,97 +130,3 @@ class Launch:
 
     def __repr__(self) -> str:
         return f"<arig.nvrm.Launch {self.kernel.name} grid={self.grid} block={self.block} {len(self.args)} B args>"
-
-
-class Ring:
-    """Space of a ring of ``size`` bytes, handed out in order and taken back in order.
-
-    ``head`` and ``tail`` count bytes ever handed out and taken back; an
-    allocation that would cross the end starts at 0 instead (the bytes
-    skipped count as used).  Each allocation carries a *tag* (the
-    submission it goes out with; nondecreasing), and :meth:`retire` takes
-    back everything whose tag the GPU has reached.
-    """
-
-    __slots__ = ("size", "head", "tail", "fences")
-
-    def __init__(self, size: int) -> None:
-        if size <= 0:
-            raise ArigValueError(f"a ring needs a positive size, not {size}")
-        self.size = size
-        self.head = 0
-        self.tail = 0
-        self.fences: deque[tuple[int, int]] = deque()  # (tag, head after its last allocation)
-
-    def alloc(self, n: int, tag: int) -> int | None:
-        """The offset of ``n`` bytes for submission ``tag``, or None while the GPU still holds the room."""
-        if not 0 < n <= self.size:
-            raise ArigValueError(f"{n} bytes do not fit a ring of {self.size}")
-        if self.fences and tag < self.fences[-1][0]:
-            raise ArigValueError(f"tag {tag} is older than the ring's last ({self.fences[-1][0]})")
-        off = self.head % self.size
-        pad = self.size - off if off + n > self.size else 0
-        if self.head + pad + n - self.tail > self.size:
-            return None
-        self.head += pad + n
-        if self.fences and self.fences[-1][0] == tag:
-            self.fences[-1] = (tag, self.head)
-        else:
-            self.fences.append((tag, self.head))
-        return 0 if pad else off
-
-    def retire(self, done: int) -> None:
-        """The GPU finished every submission up to tag ``done``: their room is free again."""
-        fences = self.fences
-        while fences and fences[0][0] <= done:
-            self.tail = fences.popleft()[1]
-
-    def oldest(self) -> int | None:
-        """The tag of the oldest allocation still held, or None."""
-        return self.fences[0][0] if self.fences else None
-
-    @property
-    def used(self) -> int:
-        return self.head - self.tail
-
-
-def copy_chunks(nbytes: int, chunk: int) -> list[tuple[int, int]]:
-    """The ``(offset, size)`` pieces, in order, of a copy of ``nbytes`` through staging slots of ``chunk`` bytes.
-
-    Every piece but the last is ``chunk`` bytes; a copy of 0 bytes has no pieces."""
-    if chunk <= 0:
-        raise ArigValueError(f"a staging slot holds at least one byte, not {chunk}")
-    if nbytes < 0:
-        raise ArigValueError(f"a copy moves 0 or more bytes, not {nbytes}")
-    return [(off, min(chunk, nbytes - off)) for off in range(0, nbytes, chunk)]
-
-
-class Slots:
-    """A staging area cut into ``count`` slots of ``size`` bytes, used round-robin.
-
-    Each slot remembers the copy-queue submission that last used it: the
-    CPU may touch a slot again once the GPU reached that submission.
-    :meth:`take` gives the next slot and that submission; :meth:`used`
-    records the submission that now uses it.
-    """
-
-    __slots__ = ("count", "size", "seq", "next")
-
-    def __init__(self, count: int, size: int) -> None:
-        if count <= 0 or size <= 0:
-            raise ArigValueError(f"staging needs at least one slot of at least one byte, not {count} of {size}")
-        self.count, self.size = count, size
-        self.seq = [0] * count
-        self.next = 0
-
-    def take(self) -> tuple[int, int]:
-        """The next slot, and the submission the GPU must reach before the CPU may touch it."""
-        i = self.next
-        self.next = (i + 1) % self.count
-        return i, self.seq[i]
-
-    def used(self, slot: int, seq: int) -> None:
-        self.seq[slot] = max(self.seq[slot], seq)
-
-    def offset(self, slot: int) -> int:
-        return slot * self.size

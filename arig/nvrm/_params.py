@@ -2,10 +2,9 @@
 
 Nothing here opens a file or calls ``ioctl``.  It says what bytes go to the
 NVIDIA kernel driver and what the bytes that come back mean, so all of it can
-be tested on a machine without a GPU (h11's rule: keep the protocol apart from
-the I/O).  The layouts are those of NVIDIA's open-gpu-kernel-modules at the
-580 release, checked on an H200 with driver 580.159.04; see
-``shared/research/nvrm_api.md`` for the sizes and offsets.
+be tested on a machine without a GPU (the protocol kept apart from the I/O).
+The layouts are those of NVIDIA's open-gpu-kernel-modules at the 580 release,
+checked on an H200 with driver 580.159.04.
 
 Every struct is a :class:`ctypes.Structure` with natural (C) alignment, which
 is what the driver's x86-64 build uses, so ``ctypes.sizeof`` and

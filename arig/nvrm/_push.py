@@ -32,7 +32,7 @@ from .._errors import ArigValueError, safe_repr
 
 __all__ = [
     "SUBCH_HOST", "SUBCH_COMPUTE", "SUBCH_COPY", "method_header", "gpfifo_entry", "Push",
-    "C86F", "CBC0", "C8B5", "local_bytes_per_tpc", "setup", "launch_and_signal", "words_of", "check_copy_args",
+    "C86F", "CBC0", "C8B5", "local_bytes_per_tpc", "setup", "launch_and_signal", "words_of", "check_copy_args", "wait_words",
 ]
 
 
@@ -187,14 +187,14 @@ class C8B5:
     LINE_COUNT = 0x041C
 
 
-#: Subchannels: host methods work on any; the research's sequence binds compute to 1, copy to 4.
+#: Subchannels: host methods work on any; the channels' first pushbuffers bind compute to 1, copy to 4.
 SUBCH_HOST = 0
 SUBCH_COMPUTE = 1
 SUBCH_COPY = 4
 
-#: One copy moves at most this many bytes (LINE_LENGTH_IN is 32 bits; the research keeps < 2 GiB).
+#: One copy moves at most this many bytes (LINE_LENGTH_IN is 32 bits; copies stay below 2 GiB, a size the copy engine is known to take).
 COPY_MAX = 1 << 31
-#: The window bases the research's probe used (sm_90 code reads them from c[0][0x18], c[0][0x20]).
+#: The shared and local memory windows' bases (sm_90 code reads them from c[0][0x18], c[0][0x20]); kernels ran with these on an H200.
 SHARED_WINDOW = 0x7294_0000_0000
 LOCAL_WINDOW = 0x7293_0000_0000
 #: GPFIFO entries reach 40 bits of address (GET 31:2 + GET_HI 7:0).
@@ -227,7 +227,7 @@ def check_copy_args(dst: object, src: object, nbytes: object) -> None:
 def gpfifo_entry(address: int, ndwords: int, *, subroutine: bool = True) -> int:
     """The 64-bit GPFIFO entry (entry0 | entry1 << 32) for a segment of ``ndwords`` words at ``address``.
 
-    LEVEL_SUBROUTINE is what the research's sequence used: the segment
+    LEVEL_SUBROUTINE: the segment
     returns to the ring when done (no CALL/RETURN state).  The address must be
     4-byte aligned and below 2**40.
     """
@@ -310,10 +310,14 @@ class Push:
                           *C86F.SEM_EXECUTE_RELEASE_TIMESTAMP))
         return self._sem(address, payload, execute, payload64=payload64, align=16 if timestamp else 8 if payload64 else 4)
 
-    def acquire(self, address: int, payload: int, *, payload64: bool = True) -> Push:
-        """Wait until the semaphore at ``address`` is >= ``payload`` (circular compare, ACQ_CIRC_GEQ)."""
+    def acquire(self, address: int, payload: int, *, payload64: bool = True, switch_tsg: bool = True) -> Push:
+        """Wait until the semaphore at ``address`` is >= ``payload`` (circular compare, ACQ_CIRC_GEQ).
+
+        ``switch_tsg`` lets the scheduler switch the channel group out while it
+        waits; a wait on a channel of the same group must not (:func:`wait_words`)."""
+        switch = C86F.SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN if switch_tsg else 0
         execute = (_fit("OPERATION", C86F.SEM_EXECUTE_OPERATION_ACQ_CIRC_GEQ, *C86F.SEM_EXECUTE_OPERATION)
-                   | _fit("ACQUIRE_SWITCH_TSG", C86F.SEM_EXECUTE_ACQUIRE_SWITCH_TSG_EN, *C86F.SEM_EXECUTE_ACQUIRE_SWITCH_TSG)
+                   | _fit("ACQUIRE_SWITCH_TSG", switch, *C86F.SEM_EXECUTE_ACQUIRE_SWITCH_TSG)
                    | _fit("PAYLOAD_SIZE", C86F.SEM_EXECUTE_PAYLOAD_SIZE_64BIT if payload64 else C86F.SEM_EXECUTE_PAYLOAD_SIZE_32BIT,
                           *C86F.SEM_EXECUTE_PAYLOAD_SIZE))
         return self._sem(address, payload, execute, payload64=payload64, align=8 if payload64 else 4)
@@ -410,7 +414,7 @@ def local_bytes_per_tpc(bytes_per_thread: int, warps_per_sm: int = 64, sms_per_t
     """SET_SHADER_LOCAL_MEMORY_NON_THROTTLED's size per TPC for ``bytes_per_thread`` of local memory.
 
     A warp's 32 threads, rounded to 512 bytes, for every warp an SM can hold
-    and both SMs of a TPC, rounded to 32 KiB (the research's formula;
+    and both SMs of a TPC, rounded to 32 KiB (the size the driver accepts on an H200;
     Hopper: 64 warps per SM, 2 SMs per TPC).
     """
     per_warp = -(-(bytes_per_thread * 32) // 0x200) * 0x200
@@ -445,3 +449,13 @@ def words_of(data: bytes | bytearray | memoryview) -> Sequence[int]:
     if len(data) % 4:
         raise ArigValueError(f"a pushbuffer is whole 32-bit words, not {len(data)} bytes")
     return struct.unpack(f"<{len(data) // 4}I", bytes(data))
+
+
+def wait_words(address: int, value: int) -> list[int]:
+    """A host acquire (ACQ_CIRC_GEQ, u64) that spins in its channel rather than switching the channel group out.
+
+    What the queues' ordering rule and the copy queue's interrupt use: the
+    channels that wait for each other are in one group, and switching the
+    group out would also stop the channel being waited for.  Waits on
+    anything else keep ACQUIRE_SWITCH_TSG (:meth:`Push.acquire`)."""
+    return Push().acquire(address, value, switch_tsg=False).words

@@ -9,7 +9,7 @@ where constant bank 0 is (the parameters, blockDim/gridDim, the stack
 pointer), and which semaphores to write when the grid completes.
 
 Hopper takes QMD V04 only: Ampere's V03 (256 bytes) sent to HOPPER_COMPUTE_A
-never completes (measured on an H200, ``shared/research/tinygrad_nv.md``).
+never completes (measured on an H200).
 
 The field table is data from NVIDIA's MIT-licensed ``clcbc0qmd.h``
 (open-gpu-doc ``classes/compute/``, blob dd023ba, 2025-04-09), whose macros
@@ -313,8 +313,8 @@ def unpack(data: bytes | bytearray | memoryview) -> dict[str, int]:
 # ---------------------------------------------------------------------------------------------
 # Constant bank 0
 #
-# What sm_90 code compiled by nvcc reads from c[0] besides its parameters (measured with the
-# probe; see shared/research/tinygrad_nv.md): blockDim.xyz then gridDim.xyz as u32 at 0x0..0x14,
+# What sm_90 code compiled by nvcc reads from c[0] besides its parameters (measured on an
+# H200): blockDim.xyz then gridDim.xyz as u32 at 0x0..0x14,
 # the shared and local memory windows (u64) at 0x18 and 0x20, the initial stack pointer at 0x28
 # (every kernel starts with LDC R1, c[0x0][0x28]), a memory descriptor at 0x208 (zero works),
 # and the parameters at the kernel's PARAM_CBANK offset (0x210).
@@ -400,8 +400,8 @@ def cbank0(
 SHARED_RESERVE = 0x400
 #: The most shared memory one block may have on sm_90, the reserve included (228 KiB per SM).
 SHARED_MAX = 228 * 1024
-#: The SM's L1/shared carve-outs, in KiB.  Up to 100 KiB the ones tinygrad uses and the probe ran
-#: with; the larger ones are Hopper's (CUDA's documented 132..228 KiB) and untested here.
+#: The SM's L1/shared carve-outs, in KiB.  Up to 100 KiB the ones tinygrad uses, which ran on an
+#: H200; the larger ones are Hopper's (CUDA's documented 132..228 KiB) and untested here.
 _CARVEOUTS_KIB = (32, 64, 100, 132, 164, 196, 228)
 #: Default upper bound of the carve-out (MAX_SM_CONFIG_SHARED_MEM_SIZE): 100 KiB, as tinygrad (0x1a).
 DEFAULT_MAX_CARVEOUT = 100 * 1024
@@ -492,7 +492,7 @@ def kernel_qmd(
     sm: int = 90,
     max_carveout: int = DEFAULT_MAX_CARVEOUT,
 ) -> dict[str, int]:
-    """The QMD fields of one launch of ``kernel`` (``pack()`` them), as the H200 probe set them.
+    """The QMD fields of one launch of ``kernel`` (``pack()`` them), as they ran on an H200.
 
     ``program_address`` is the GPU address of the kernel's code (128-byte
     aligned, as cubins lay code out), ``cbank0_address``/``cbank0_size``
@@ -525,7 +525,7 @@ def kernel_qmd(
     prefetch = program_address >> 8
     fields = {
         # What the QMD is: a plain grid of CTAs, V04.0, for this SASS (sm_90 -> 0x90).
-        "QMD_GROUP_ID": 0x3F,  # what the probe ran with (all ones); arig uses no QMD group lists
+        "QMD_GROUP_ID": 0x3F,  # all ones, as kernels ran on an H200; arig uses no QMD group lists
         "QMD_TYPE": VALUES["QMD_TYPE_GRID_CTA"],
         "QMD_MAJOR_VERSION": 4,
         "QMD_MINOR_VERSION": 0,
@@ -546,7 +546,7 @@ def kernel_qmd(
         "CTA_THREAD_DIMENSION0": bx,
         "CTA_THREAD_DIMENSION1": by,
         "CTA_THREAD_DIMENSION2": bz,
-        # Per-block resources.  The probe set one barrier for a kernel that uses none.
+        # Per-block resources.  At least one barrier, also for a kernel that uses none (it ran so on an H200).
         "REGISTER_COUNT": kernel.registers,
         "BARRIER_COUNT": max(kernel.barriers, 1),
         "SHARED_MEMORY_SIZE": shared,
@@ -555,7 +555,7 @@ def kernel_qmd(
         "MAX_SM_CONFIG_SHARED_MEM_SIZE": _sm_config(max(shared, max_carveout)),
         "SHADER_LOCAL_MEMORY_LOW_SIZE": 0,
         "SHADER_LOCAL_MEMORY_HIGH_SIZE": local_bytes_per_thread(kernel),
-        # Caches: drop texture/shader data the previous launch may have left (as the probe), and
+        # Caches: drop texture/shader data the previous launch may have left, and
         # bank 0's cached contents (ring slices are reused); a sysmembar when the grid ends so
         # the host sees the kernel's writes before any release.
         "INVALIDATE_TEXTURE_HEADER_CACHE": 1,

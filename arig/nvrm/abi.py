@@ -4,7 +4,7 @@ A compiled fill (``int fill(void *queue, void *arg, uint64_t v)``, the
 prototype ``arig.cuda_abi.FILL``) submitted to an NV device runs on the
 device's native thread.  Its ``queue`` is the NV queue it was submitted to
 (``struct arig_nvq *``, opaque); the record gives the functions that enqueue
-on it, the C counterparts of :class:`arig.nvrm.NvQueue`'s methods::
+on it, the C counterparts of the NV queue's methods (``arig.nvrm._queue.NvQueue``)::
 
     struct arig_nv_abi {
         uint32_t version, size;                /* 1, sizeof(struct arig_nv_abi) */
@@ -20,10 +20,9 @@ Python fills, a C fill's work reaches the GPU with the value's release, in
 submission order; launches run on the compute channel and copies on the copy
 channel whichever queue the fill was given, ordered with each other.
 
-``dev.capability(KEY)`` is an :class:`NvAbi` on an NV device running on the
-native core, and None anywhere else (and ``arig.cuda_abi.KEY`` is None on an
-NV device): compiled fills need the native core, which runs them without
-the GIL.
+``dev.capability(KEY)`` is an :class:`NvAbi` on every NV device (an NV device
+runs on the native core, which runs compiled fills without the GIL), and
+None anywhere else (``arig.cuda_abi.KEY`` is None on an NV device).
 """
 
 from __future__ import annotations

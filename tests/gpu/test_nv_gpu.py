@@ -28,7 +28,7 @@ import arig.cuda
 import arig.cuda_abi
 import arig._native
 import arig.nvrm as nvrm
-import arig.nvrm._nvq  # noqa: F401 - the native queue type
+import arig.nvrm._queue  # noqa: F401 - the queue type
 from arig._errors import DeviceLost, OpenError
 
 pytestmark = [pytest.mark.gpu, pytest.mark.asyncio]
@@ -55,7 +55,7 @@ async def test_open_describe_stop() -> None:
         assert dev.facts["memory_total"] > 0 and dev.facts["uuid"].startswith("GPU-")
         assert dev.capability(arig.cuda_abi.KEY) is None
         assert dev.facts["classes"]["copy"] == "0xc8b5" and dev.facts["queues"] == 2
-        assert len(dev.queues) == 2 and isinstance(dev.queues[1].handle, (nvrm._device.NvQueue, nvrm._nvq.NativeNvQueue))
+        assert len(dev.queues) == 2 and isinstance(dev.queues[1].handle, nvrm._queue.NvQueue)
         v = await dev.run(None)  # a value with no work: the queue's release and interrupt alone
         assert dev.reached >= v
         v = await asyncio.wait_for(dev.run(None, queue=1), 10)  # the copy channel's release and interrupt
@@ -213,7 +213,7 @@ async def test_python_fills_get_their_queue_and_copy_on_queue_1() -> None:
         flag = await dev.alloc(4096, "pinned")
 
         def fill(queue: Any, arg: Any, v: int) -> None:
-            assert isinstance(queue, (nvrm._device.NvQueue, nvrm._nvq.NativeNvQueue)) and queue.index == 0
+            assert isinstance(queue, nvrm._queue.NvQueue) and queue.index == 0
             queue.launch(launch)
             queue.launch(launch)
             queue.release(flag.address, 99)
@@ -267,10 +267,10 @@ async def test_device_memory_upload_axpy_download_matches_numpy() -> None:
 @pytest.mark.parametrize("kind", ["device", "pinned", "mapped"])
 async def test_round_trips_of_odd_sizes(kind: str) -> None:
     """Sizes around the chunk (16 MiB) and the staging area (64 MiB)."""
-    chunk = nvrm._device.STAGING_BYTES // nvrm._device.STAGING_SLOTS
+    chunk = nvrm._staging.STAGING_BYTES // nvrm._staging.STAGING_SLOTS
     async with await arig.open(nvrm.gpu(0)) as dev:
-        buf = await dev.alloc(nvrm._device.STAGING_BYTES + 4096, kind)
-        for size in (1, 3, 4097, chunk - 1, chunk, chunk + 5, nvrm._device.STAGING_BYTES + 17):
+        buf = await dev.alloc(nvrm._staging.STAGING_BYTES + 4096, kind)
+        for size in (1, 3, 4097, chunk - 1, chunk, chunk + 5, nvrm._staging.STAGING_BYTES + 17):
             data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
             await dev.upload(buf, data)
             out = np.zeros(size, np.uint8)

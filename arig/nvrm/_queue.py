@@ -1,33 +1,42 @@
-"""An NV queue whose submission state lives in the native core (``core.c``'s ``arig_nvq``).
+"""An NV queue: what Python fills on an NV device receive, over the native core's ``arig_nvq``.
 
-With the native core, both threads that submit to an NV device's channels
-use this one state: the core's native thread (prepared launches, marks, C
-fills, every value's release) and the device's Python submit thread (the
-channel's first pushbuffer at open, Python fills and staged copies, which
-run while the native thread waits at their gate).  Never both at once: a
-method of :class:`NativeNvQueue` is called only on the submit thread, before
-the core starts or inside a Python fill.
+The queue's submission state lives in the core (``core.c``'s ``arig_nvq``)
+because two threads submit to an NV device's channels: the core's native
+thread (prepared launches, marks, C fills, every value's release) and the
+device's Python submit thread (the channel's first pushbuffer at open,
+Python fills and staged copies, which run while the native thread waits at
+their gate).  Never both at once: a method of :class:`NvQueue` is called
+only on the submit thread, before the core starts or inside a Python fill.
 
 Every pushbuffer encoding stays in :mod:`arig.nvrm._push`: the core gets
-each as a template (:func:`spec`) and only patches numbers in.  Without the
-native core the device uses :class:`arig.nvrm._device.NvQueue`, the same
-queue in Python.
+each as a template (:func:`spec`) and only patches numbers in.
 """
 
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Callable
 from typing import Any
 
 from .. import _native
-from .._errors import ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, FillError, safe_repr
-from .._native.completion import IDLE_SPIN_NS, NativeCompletion
+from .._errors import ArigTypeError, ArigValueError, DeviceHang, safe_repr
 from . import _exec_params as E
+from . import _faults, _rm
 from . import _push as pb
-from ._launch import Launch, launch_template
+from ._launch import LOCAL_BYTES_PER_THREAD, Launch, launch_template
 
-__all__ = ["NativeNvQueue", "NvCompletion", "spec", "templates", "TEMPLATES"]
+__all__ = ["NvQueue", "open_pair", "start_engines", "spec", "templates", "TEMPLATES", "TIMELINE_OFFSET", "PROGRESS_OFFSET", "WORDS_STRIDE"]
+
+PUSHBUFFER_BYTES = 2 << 20  # each queue's pushbuffer ring
+ARGS_BYTES = 16 << 20  # the compute queue's argument ring (each launch's bank 0 and QMD)
+MAX_TPCS = 72  # GH100's full TPC count: local memory is sized for every TPC index the GPU may use
+#: How long a new channel may take to run its first pushbuffer.
+OPEN_WAIT_S = 5.0
+
+#: Offsets in a queue's part of the device's page of pinned host memory (queue i's part starts at
+#: i * WORDS_STRIDE): the timeline word, the internal progress word (16 bytes each: value, GPU time).
+TIMELINE_OFFSET, PROGRESS_OFFSET, WORDS_STRIDE = 0, 16, 32
 
 #: The templates of a queue's spec, in NvSpec's order.
 TEMPLATES = ("rel_tl", "rel_prog", "wait_prog", "wait_tl", "intr", "launch", "copy", "release", "acquire")
@@ -36,11 +45,8 @@ def templates(timeline: int, progress: int, copy: bool) -> dict[str, _native.NvT
     """The words of every kind of method a queue submits, with where the core patches numbers in
     (a host semaphore method or a copy-engine release has its payload's lo, hi at words 3, 4).
 
-    Built by the same :class:`arig.nvrm._push.Push` calls as the Python queue,
-    with zeros where the numbers go (the tests patch random numbers in through
-    the core and compare with ``Push``)."""
-    from ._device import wait_words  # the ordering rule's wait: one definition
-
+    Built by :class:`arig.nvrm._push.Push` with zeros where the numbers go
+    (the tests patch random numbers in through the core and compare with ``Push``)."""
     T = _native.NvTemplate.of
 
     def rel(address: int, value: int) -> list[int]:
@@ -50,8 +56,8 @@ def templates(timeline: int, progress: int, copy: bool) -> dict[str, _native.NvT
     out = {
         "rel_tl": T(rel(timeline, 0), a=(3, 4)),
         "rel_prog": T(rel(progress, 0), a=(3, 4)),
-        "wait_prog": T(wait_words(progress, 0), a=(3, 4)),
-        "wait_tl": T(wait_words(timeline, 0), a=(3, 4)),
+        "wait_prog": T(pb.wait_words(progress, 0), a=(3, 4)),
+        "wait_tl": T(pb.wait_words(timeline, 0), a=(3, 4)),
         "intr": T(pb.Push().non_stall_interrupt().words),
         "launch": T(words, a=(qmd_word, -1)),
         # Push.copy: OFFSET_IN_UPPER, source hi, lo, destination hi, lo; LINE_LENGTH_IN, bytes; LAUNCH_DMA.
@@ -65,7 +71,7 @@ def templates(timeline: int, progress: int, copy: bool) -> dict[str, _native.NvT
 
 def spec(*, pushbuf: Any, args: Any, fifo: Any, doorbell: int, words: Any, base: int, copy: bool) -> _native.NvSpec:
     """A queue's NvSpec: its rings (``_rm.Mem``: host and GPU addresses are one), its channel (``_rm.Gpfifo``),
-    its words at ``words.va + base`` (timeline, then progress, 16 bytes each), and its templates."""
+    its words at ``words.va + base`` (the timeline, then the progress word), and its templates."""
     s = _native.NvSpec()
     s.pb = s.pb_va = pushbuf.va
     s.pb_size = pushbuf.size
@@ -75,7 +81,7 @@ def spec(*, pushbuf: Any, args: Any, fifo: Any, doorbell: int, words: Any, base:
     s.gpfifo = fifo.ring.va
     s.gp_put = fifo.ring.va + fifo.userd_offset + E.USERD_GP_PUT
     s.doorbell = doorbell + E.USERMODE_NOTIFY_CHANNEL_PENDING
-    timeline, progress = words.va + base, words.va + base + 16
+    timeline, progress = words.va + base + TIMELINE_OFFSET, words.va + base + PROGRESS_OFFSET
     s.timeline, s.progress = timeline, progress
     if fifo.notifier.cpu:
         s.notifier = fifo.notifier.va
@@ -86,16 +92,28 @@ def spec(*, pushbuf: Any, args: Any, fifo: Any, doorbell: int, words: Any, base:
     return s
 
 
-class NativeNvQueue:
-    """An NV queue over the core's ``arig_nvq``: what Python fills receive with the native core.
+class NvQueue:
+    """A queue of an NV device: what Python fills receive (submit thread only, see the module docstring).
 
-    The same methods and ordering rule as :class:`arig.nvrm._device.NvQueue`
-    (see there); arguments are checked here, before the core sees them.
-    Submit thread only (see the module docstring)."""
+    Queue 0 is the compute channel, queue 1 the copy channel (HOPPER_DMA_COPY_A
+    on subchannel 4).  ``launch(l)`` enqueues a prepared :class:`Launch` on
+    the compute channel, ``copy(dst, src, nbytes)`` a copy-engine copy
+    (pitch, non-pipelined, flushed) on the copy channel, whichever queue it
+    is called on; ``release(address, value)`` (u64 payload, 16-byte aligned,
+    the GPU time after it) and ``acquire(address, value)`` (ACQ_CIRC_GEQ) go
+    to this queue's channel.  Nothing reaches the GPU until the value's
+    release (or a staged copy's submission).
+
+    **The two queues are ordered with each other** (unlike CUDA's independent
+    streams, because copies feed kernels): before a queue takes new work it
+    submits the other queue's pending words and, unless the GPU is already
+    past them, acquires the other queue's progress word at the value last
+    submitted there.  So ``upload``, ``submit(launch)``, ``download`` give
+    the kernel's result.  Arguments are checked here, before the core sees them."""
 
     def __init__(self, owner: int, spec_: _native.NvSpec, *, index: int, copy: bool, error: Callable[[], str | None]) -> None:
         libs = _native.library()
-        if libs is None:
+        if libs is None:  # the backend refuses to open first; this names the cause if it is reached anyway
             raise RuntimeError(_native.status())
         # The blocking binding (the GIL released): any call may wait for the GPU to make ring room.
         self._lib = libs[1]
@@ -113,26 +131,21 @@ class NativeNvQueue:
         if not ptr:
             raise MemoryError("arig_nv_create failed")
         self.ptr: int = ptr
-        self.aborted = False
-        self.peer: NativeNvQueue | None = None
+        self.peer: NvQueue | None = None
 
-    def pair(self, other: NativeNvQueue) -> None:
+    def pair(self, other: NvQueue) -> None:
         """The two queues of a device: each orders its work after the other's."""
         self._lib.arig_nv_pair(self.ptr, other.ptr)
         self.peer, other.peer = other, self
 
     def _check(self, rc: int, what: str) -> None:
-        if rc == 0:
-            return
-        if rc == -100:
-            from ._device import NvChannelError
+        if rc:
+            raise _faults.call_error(rc, what, self._error())
 
-            raise NvChannelError(self._error() or f"{what}: the channel's error notifier changed")
-        if rc == -101:
-            raise DeviceHang(f"{what}: the GPU did not make room in the {self.engine} queue's rings in 30 s (at submission {self._progress.value})")
-        if rc == -102:
-            raise DeviceStopped(f"{what}: the NV device was lost or is stopping")
-        raise ArigValueError(f"{what}: {_native.NV_ERRORS.get(rc, f'error {rc}')}")
+    @property
+    def done(self) -> int:
+        """Submissions the GPU has done (the progress word, which the GPU writes)."""
+        return int(self._progress.value)
 
     @property
     def seq(self) -> int:
@@ -187,7 +200,7 @@ class NativeNvQueue:
             self.ptr = 0
 
     def __repr__(self) -> str:
-        return f"<arig.nvrm.NvQueue {self.index} ({self.engine}, native) submitted={self.seq}>"
+        return f"<arig.nvrm.NvQueue {self.index} ({self.engine}) submitted={self.seq}>"
 
 
 def _check_sem(address: Any, value: Any, align: int) -> None:
@@ -197,41 +210,43 @@ def _check_sem(address: Any, value: Any, align: int) -> None:
         raise ArigValueError(f"a semaphore value must be an int in 0..2**64-1, got {safe_repr(value)}")
 
 
-class NvCompletion(NativeCompletion):
-    """The native core under an NV device: the CUDA device's loop side, with NV queues as lanes.
+def open_pair(owner: int, gpu: _rm.Gpu, ch: _rm.Channel, keep: Callable[[_rm.Mem], _rm.Mem]) -> tuple[NvQueue, NvQueue]:
+    """The compute and the copy queue of channel group ``ch``, paired; their rings and words are allocated
+    through ``keep`` (the device frees them at close, after the queues)."""
+    assert ch.copy is not None
+    words = keep(gpu.host("timeline", _rm.PAGE_4K))
+    parts = [(False, ch.fifo, keep(gpu.vram("pushbuffer", PUSHBUFFER_BYTES)), keep(gpu.vram("arguments", ARGS_BYTES))),
+             (True, ch.copy, keep(gpu.vram("copy pushbuffer", PUSHBUFFER_BYTES)), None)]  # fmt: skip
+    queues: list[NvQueue] = []
+    try:
+        for i, (copy, fifo, pushbuf, args) in enumerate(parts):
+            s = spec(pushbuf=pushbuf, args=args, fifo=fifo, doorbell=gpu.doorbell, words=words, base=i * WORDS_STRIDE, copy=copy)
+            queues.append(NvQueue(owner, s, index=i, copy=copy, error=ch.error))
+    except BaseException:
+        for q in queues:
+            q.destroy()
+        raise
+    compute, copy_queue = queues
+    compute.pair(copy_queue)
+    return compute, copy_queue
 
-    The core releases each burst's last value into the queue's timeline word
-    (the GPU's semaphore release, with its GPU time), watches the words, and
-    when its bounded spin gives up submits a NON_STALL_INTERRUPT after the
-    value, which wakes the driver's event fd that the device reads on the loop
-    (:meth:`deliver`): the driver's event ends every wait the watch does not."""
 
-    def __init__(self, owner: Any, queues: list[NativeNvQueue], spin_us: int) -> None:
-        ptrs = [q.ptr for q in queues]
-        words = [q.timeline_address for q in queues]
-
-        def make(efd: int) -> _native.Core:
-            return _native.Core(None, 0, ptrs, words, [0] * len(ptrs), True, efd, spin_ns=spin_us * 1000, idle_ns=IDLE_SPIN_NS if spin_us else 0)
-
-        self._start(owner, len(queues), True, make, join=False)
-
-    @property
-    def description(self) -> str:
-        return "native core: GPU-released timeline words (with GPU time), bounded spin, NON_STALL_INTERRUPT backstop on the driver's event fd"
-
-    def _release_time(self, lane: int) -> int:
-        """The GPU's time of the lane's last release (the native thread has not looked yet)."""
-        core = self.core
-        return core.gpu_time(lane) if core is not None else 0
-
-    def _error(self, code: int, lane: int, v: int) -> BaseException:
-        from ._device import NvChannelError
-
-        where = f"the {'copy' if lane else 'compute'} queue of {self._owner.name}, value {v} or earlier"
-        if code == -100:
-            return NvChannelError(f"{self._owner.name}: {self._owner.channel_error() or 'the channel error notifier changed'} ({where})")
-        if code == -101:
-            return DeviceHang(f"{where}: the GPU did not make room in the queue's rings in 30 s")
-        if code in _native.NV_ERRORS:
-            return FillError(code, f"{where}: {_native.NV_ERRORS[code]}")
-        return FillError(code, f"C fill of {where} returned {code}")
+def start_engines(gpu: _rm.Gpu, ch: _rm.Channel, compute: NvQueue, copy: NvQueue, keep: Callable[[_rm.Mem], _rm.Mem]) -> None:
+    """Bind each channel's engine (compute: subchannel 1, with the windows and local memory; copy:
+    subchannel 4) and wait until both ran it.  Added as words: the ordering rule is not involved yet."""
+    assert gpu.copy_cls is not None
+    per_tpc = pb.local_bytes_per_tpc(LOCAL_BYTES_PER_THREAD)
+    local = keep(gpu.vram("local", per_tpc * MAX_TPCS, cpu=False))
+    compute.put_words(pb.setup(gpu.compute_cls, None, local_address=local.va, local_per_tpc=per_tpc).words)
+    compute.kick()
+    copy.put_words(pb.Push().set_object(pb.SUBCH_COPY, gpu.copy_cls).words)
+    copy.kick()
+    t0 = time.monotonic()
+    while compute.done < 1 or copy.done < 1:
+        err = ch.error()
+        if err is not None:
+            raise _faults.NvChannelError(err)
+        if time.monotonic() - t0 > OPEN_WAIT_S:
+            late = [q.engine for q in (compute, copy) if q.done < 1]
+            raise DeviceHang(f"the new {' and '.join(late)} channel(s) did not run their first pushbuffer within {OPEN_WAIT_S} s")
+        time.sleep(50e-6)

@@ -1,0 +1,96 @@
+"""An NV device's driver event fd, and the loop's reads of the device's memory that it starts.
+
+Why one object: the fd is made on the submit thread at open, watched on the
+loop, and may be closed only once the loop no longer watches it (a closed
+number can be reused by the next open file under the loop's selector); and
+before the submit thread frees the words the loop reads (the timeline
+words, the error notifier), the loop must have stopped reading them.  Both
+ends of that lifetime cross the two threads, so they are written once here.
+
+The fd merges wakes and carries no identity: the words are the only truth.
+``nvidia_poll`` clears the driver's pending flag on every poll, so the fd
+is registered once (:meth:`DriverEvents.bind`) and the words are read in the
+callback, after the selector's poll re-armed it.
+
+Threads: ``bind``, ``detach`` and the callbacks on the loop; ``quiesce``
+and ``close`` on the submit thread (``quiesce`` posts to the loop, through
+its port, and waits for it, bounded).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+from .._port import LoopPort, port_of
+from . import _fd, _rm
+
+__all__ = ["DriverEvents", "QUIESCE_S"]
+
+#: How long close waits for the loop to stop reading the device's memory before freeing it.
+QUIESCE_S = 2.0
+
+
+class DriverEvents:
+    """The driver's event fd of one device (``gpu.os_event``), which this object closes, once.
+
+    ``stop_reads()`` (loop thread) stops every other read of the device's memory
+    the loop makes (the native core's loop side)."""
+
+    def __init__(self, gpu: _rm.Gpu, undo: _rm.Undo, stop_reads: Callable[[], None]) -> None:
+        self.fd = gpu.os_event(undo)
+        self._stop_reads = stop_reads
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._port: LoopPort | None = None
+        self._watched = False
+        self._closing = False
+        self._quiet = threading.Event()
+        self._fd_lock = threading.Lock()  # the fd is closed once, by whichever thread comes first
+
+    # -- loop thread ---------------------------------------------------------------------
+    def bind(self, on_wake: Callable[[], None]) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._port = port_of(self._loop)
+        self._port.add_reader(self.fd, on_wake)
+        self._watched = True
+
+    def _unwatch(self) -> None:
+        self._stop_reads()
+        if self._watched and self._port is not None:
+            self._port.remove_reader(self.fd)
+            self._watched = False
+
+    def _quiesce(self) -> None:
+        self._unwatch()
+        self._quiet.set()
+
+    def detach(self) -> None:
+        """The loop reads nothing of the device any more; once the device is closed, the fd goes too."""
+        self._unwatch()
+        if self._closing:
+            self._close_fd()  # after the reader is gone: the number is never reused under the loop
+
+    # -- the submit thread ----------------------------------------------------------------
+    def quiesce(self) -> None:
+        """Make sure the loop reads none of the device's memory (bounded wait: a loop that does not run reads nothing)."""
+        loop, port = self._loop, self._port
+        if loop is None or port is None or port.closed or not loop.is_running():
+            return
+        port.post(self._quiesce)
+        self._quiet.wait(QUIESCE_S)
+
+    def close(self) -> None:
+        """At close or a failed open: close the fd now if the loop does not watch it, else once ``detach`` ran."""
+        self._closing = True
+        if not self._watched or self._port is None or self._port.closed:
+            self._close_fd()
+        else:
+            self._port.post(self.detach)  # a device never stopped is closed without Device.stop's detach
+
+    def _close_fd(self) -> None:
+        """The fd's one close (``_rm.Gpu.os_event`` leaves it to the device), through the driver seam."""
+        with self._fd_lock:
+            fd, self.fd = self.fd, -1
+        if fd >= 0:
+            _fd.close(fd)

@@ -1,0 +1,187 @@
+"""The NV device's memory: allocations, the program's own memory mapped for the GPU, dma-bufs, deferred frees.
+
+A buffer the program frees may still be in use by work the GPU has not
+finished, so its memory is freed only once every value assigned before the
+free is reached.  The submit thread reads the timeline (two numbers) where
+the free arrives: work done already frees at once; otherwise the memory
+waits with the value it needs, and the loop, which hears of every
+completion, posts one call back to the submit thread once the timeline
+reaches that value (:meth:`NvMemory.progressed`).  While the device is lost
+nothing is freed before close, which frees it only if the RM freed the
+channel (the GPU may still run work that uses it otherwise).
+
+Threads: everything on the device's submit thread (every RM call is made
+there), except :meth:`NvMemory.progressed` (loop thread: reads numbers,
+posts) and a buffer's free callback (any thread: posts).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import _log
+from .._errors import ArigValueError, safe_repr
+from .._memory import Buffer
+from .._timeline import Timeline
+from . import _rm
+
+__all__ = ["NvMemory", "Dmabuf", "KINDS"]
+
+#: Memory kinds: VRAM for the GPU only, VRAM also mapped to the CPU through BAR1, host memory.
+KINDS = ("device", "mapped", "pinned")
+
+
+class Dmabuf:
+    """A dma-buf of an NV device's memory (``await dev.dma(buf)``): ``fd`` (this object owns it:
+    ``close()``, or ``with``), the region's ``offset`` in it and its ``size``.
+
+    The dma-buf holds the RM object the region lies in until its last reference goes, freed or
+    not; an importer (a NIC's RDMA driver, another GPU's) maps it where it registers the fd.
+    """
+
+    def __init__(self, fd: int, offset: int, size: int) -> None:
+        self.fd, self.offset, self.size = fd, offset, size
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> Dmabuf:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<arig.nvrm.Dmabuf fd {self.fd} offset {self.offset} size {self.size}{' closed' if self.closed else ''}>"
+
+
+class NvMemory:
+    """The memory of one NV device (see the module docstring); ``bind`` once the timeline exists."""
+
+    def __init__(self, name: str, gpu: _rm.Gpu) -> None:
+        self.name, self.gpu = name, gpu
+        self._mem: dict[int, _rm.Mem] = {}  # live buffers, by key
+        self._keys = 0
+        self._pins: dict[int, Any] = {}  # id(Mem) of map_host's memory -> the object that owns it, until unmapped
+        self._orphans: list[_rm.Mem] = []  # freed while the device was lost: close decides
+        self._deferred: deque[tuple[int, _rm.Mem]] = deque()  # (the value to reach, memory), values in order
+        #: The value the oldest deferred free waits for (0: none); the loop reads it.
+        self.due = 0
+        self._posted = False  # a free_reached is on its way to the submit thread
+        self._tl: Timeline | None = None
+        self._post: Callable[..., None] | None = None
+        self._closed = False
+
+    def bind(self, timeline: Timeline, post: Callable[..., None]) -> None:
+        """Loop thread, at open: the timeline frees wait on, and ``post`` to the submit thread."""
+        self._tl, self._post = timeline, post
+
+    # -- buffers ----------------------------------------------------------------------
+    def _buffer(self, m: _rm.Mem, kind: str, address: int, nbytes: int, host: Any, keep: Any = None) -> Buffer:
+        self._keys += 1
+        key = self._keys
+        self._mem[key] = m
+        post = self._post
+        assert post is not None, "memory is allocated only on an open device"
+        return Buffer(self.name, kind, address, nbytes, lambda: post(self._free_key, key), host=host, keep=keep)
+
+    def alloc(self, nbytes: int, kind: str | None) -> Buffer:
+        kind = "device" if kind is None else kind
+        if kind not in KINDS:
+            raise ArigValueError(f"{self.name} has memory of kinds {', '.join(repr(k) for k in KINDS)}, not {safe_repr(kind)}")
+        m = self.gpu.host("pinned", nbytes) if kind == "pinned" else self.gpu.vram(kind, nbytes, cpu=kind == "mapped")
+        host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(m.va)) if kind != "device" else None
+        return self._buffer(m, kind, m.va, nbytes, host)
+
+    def map_host(self, address: int, nbytes: int, owner: Any) -> Buffer:
+        """The program's memory at ``address`` mapped for the GPU (``Device.map_host``)."""
+        m, gpu_address = self.gpu.map_host("host", address, nbytes)
+        self._pins[id(m)] = owner  # its memory must outlive the GPU's mapping of it, which the free undoes later
+        host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(address))
+        return self._buffer(m, "host", gpu_address, nbytes, host, keep=owner)
+
+    def dma(self, buf: Buffer, offset: int, nbytes: int) -> Dmabuf:
+        """The RM object ``buf`` lies in, exported as a new dma-buf (vidmem only)."""
+        m = next((m for m in self._mem.values() if m.va <= buf.address < m.va + m.size), None)
+        if m is None:
+            raise ArigValueError(f"{buf!r} is no memory this device allocated")
+        if buf.kind == "pinned":
+            raise ArigValueError("pinned memory is the host's: the kernel driver exports only the GPU's own memory (kinds 'device' and 'mapped') as a dma-buf")
+        fd = self.gpu.export_dmabuf(m, 0, m.size)
+        return Dmabuf(fd, buf.address - m.va + offset, nbytes)
+
+    # -- frees --------------------------------------------------------------------------
+    def _free_key(self, key: int) -> None:
+        m = self._mem.pop(key, None)
+        if m is not None and not self._closed:
+            self.free_after_gpu(m)
+
+    def free_after_gpu(self, m: _rm.Mem) -> None:
+        """Free ``m`` once every value assigned so far is reached; while lost, keep it for close."""
+        tl = self._tl
+        if tl is None or tl.lost is not None:
+            self._orphans.append(m)
+            return
+        target = tl.assigned  # every value assigned so far may use m
+        if tl.reached >= target:
+            self._free(m)
+            return
+        self._deferred.append((target, m))
+        self.due = self._deferred[0][0]
+        self.free_reached()  # the loop may have seen the last completion before it could see `due`
+
+    def progressed(self, reached: int) -> None:
+        """Loop thread, after each delivery: one call to the submit thread once the oldest deferred free may run."""
+        due = self.due
+        if due and reached >= due and not self._posted and self._post is not None:
+            self._posted = True
+            self._post(self.free_reached)
+
+    def free_reached(self) -> None:
+        """Free what waited for a value the timeline has reached."""
+        self._posted = False  # first: a completion seen from now on posts again
+        tl = self._tl
+        if self._closed or tl is None or tl.lost is not None:
+            return  # close decides
+        reached, d = tl.reached, self._deferred
+        while d and d[0][0] <= reached:
+            self._free(d.popleft()[1])
+        self.due = d[0][0] if d else 0
+
+    def _free(self, m: _rm.Mem) -> None:
+        failures = m.free()
+        self._pins.pop(id(m), None)
+        if failures:
+            _log.fallback(f"{self.name}: freeing {m.what} memory: {'; '.join(failures)}")
+
+    # -- the end ----------------------------------------------------------------------
+    def close(self) -> list[_rm.Mem]:
+        """At close: nothing is freed from now on; every memory still held, for the device to free or keep."""
+        self._closed = True
+        self.due = 0
+        mems = [*self._mem.values(), *self._orphans, *(m for _, m in self._deferred)]
+        self._mem.clear()
+        self._orphans.clear()
+        self._deferred.clear()
+        return mems
+
+    def pins(self) -> list[Any]:
+        """The objects whose pages the GPU still maps, and forgets them (close keeps them if the channel stays)."""
+        owners = list(self._pins.values())
+        self._pins.clear()
+        return owners
