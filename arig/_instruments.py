@@ -96,12 +96,16 @@ def _overrides(ins: Instrument, hook: str) -> bool:
 class Dispatch:
     """The instruments of one device, frozen: for each hook, the bound methods that override it."""
 
-    __slots__ = ("_dev", "_hooks")
+    __slots__ = ("_hooks", "own")
 
-    def __init__(self, dev: Device, found: tuple[Instrument, ...]) -> None:
-        self._dev = weakref.ref(dev)
+    def __init__(self, everywhere: tuple[Instrument, ...], own: tuple[Instrument, ...]) -> None:
+        # The device's own instruments live here, on the device, rather than in
+        # a table of this module: an instrument that holds its device (a fault
+        # does) would keep a table's entry, and so the device, alive for good.
+        self.own = own
+        found = (*everywhere, *own)
         # Only instruments that override a hook are called for it: an instrument
-        # that watches losses costs a submission nothing.
+        # that watches losses is not called at every submission.
         self._hooks: dict[str, tuple[tuple[Instrument, Callable[..., Any]], ...]] = {
             hook: tuple((ins, getattr(ins, hook)) for ins in found if _overrides(ins, hook)) for hook in _HOOKS
         }
@@ -149,33 +153,25 @@ class Dispatch:
             self.call("on_load", dev, made)
         return made
 
-    def lost(self, cause: BaseException) -> None:
-        """The device's timeline failed with ``cause`` (its ``on_fail`` callback, on the loop)."""
-        dev = self._dev()
-        if dev is not None:
-            self.call("on_loss", dev, cause)
-
-
 def _broken(ins: Instrument, hook: str, dev: Device, exc: Exception) -> None:
     logger.error("instrument %r raised in %s on device %s; it was removed", ins, hook, dev.name, exc_info=exc)
     with _lock:
         everywhere = ins in _global
         if everywhere:
             _global.remove(ins)
-        own = _own.get(dev)
-        if own is not None and ins in own:
-            own.remove(ins)
-    _refresh(None if everywhere else dev)
+        _set_own(dev, tuple(i for i in _own(dev) if i is not ins))
+    if everywhere:
+        _refresh(None)
 
 
 _lock = threading.Lock()
 _global: list[Instrument] = []
-_own: weakref.WeakKeyDictionary[Device, list[Instrument]] = weakref.WeakKeyDictionary()
 _attached: weakref.WeakSet[Device] = weakref.WeakSet()
 
 
 def attach(dev: Device, tl: Timeline) -> None:
     """``dev`` was made over ``tl`` (loop thread, in its construction): give it its dispatch."""
+    dev._ins = None
     with _lock:
         _attached.add(dev)
     tl.on_fail(_loss_callback(weakref.ref(dev), tl))
@@ -186,18 +182,26 @@ def _loss_callback(ref: weakref.ref[Device], tl: Timeline) -> Callable[[], None]
     def lost() -> None:  # holds the device weakly: the device's finalizer must still run
         dev = ref()
         if dev is not None and dev._ins is not None and tl.cause is not None:
-            dev._ins.lost(tl.cause)
+            dev._ins.call("on_loss", dev, tl.cause)
 
     return lost
 
 
+def _own(dev: Device) -> tuple[Instrument, ...]:
+    return () if dev._ins is None else dev._ins.own
+
+
+def _set_own(dev: Device, own: tuple[Instrument, ...]) -> None:
+    """Give ``dev`` a dispatch of the process's instruments and ``own`` (under the lock)."""
+    everywhere = tuple(_global)
+    dev._ins = Dispatch(everywhere, own) if everywhere or own else None
+
+
 def _refresh(dev: Device | None) -> None:
-    """Rebuild the dispatch of ``dev`` (every attached device if None)."""
+    """Rebuild the dispatch of ``dev`` (every attached device if None): the process's instruments changed."""
     with _lock:
-        devs = [dev] if dev is not None else list(_attached)
-        for d in devs:
-            found = (*_global, *_own.get(d, ()))
-            d._ins = Dispatch(d, found) if found else None
+        for d in [dev] if dev is not None else list(_attached):
+            _set_own(d, _own(d))
 
 
 def _check(instrument: Any) -> Instrument:
@@ -213,23 +217,30 @@ def add_instrument(instrument: Instrument, device: Device | None = None) -> None
     """
     _check(instrument)
     with _lock:
-        where = _global if device is None else _own.setdefault(device, [])
-        if instrument not in where:
-            where.append(instrument)
-    _refresh(device)
+        if device is not None:
+            if instrument not in _own(device):
+                _set_own(device, (*_own(device), instrument))
+            return
+        if instrument not in _global:
+            _global.append(instrument)
+    _refresh(None)
 
 
 def remove_instrument(instrument: Instrument, device: Device | None = None) -> None:
     """Stop telling ``instrument`` (added for ``device``, or process-wide if None); KeyError if it was not added."""
     with _lock:
-        where = _global if device is None else _own.get(device, [])
+        where = list(_global if device is None else _own(device))
         if instrument not in where:
             raise KeyError(f"{instrument!r} is not an instrument of {'the process' if device is None else device.name}")
         where.remove(instrument)
-    _refresh(device)
+        if device is not None:
+            _set_own(device, tuple(where))
+            return
+        _global[:] = where
+    _refresh(None)
 
 
 def instruments(device: Device | None = None) -> tuple[Instrument, ...]:
     """The process-wide instruments (None), or those added for ``device`` alone."""
     with _lock:
-        return tuple(_global if device is None else _own.get(device, ()))
+        return tuple(_global) if device is None else _own(device)

@@ -5,8 +5,10 @@ goes on."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -15,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 import arig
-from arig.testing import Instrument, add_instrument, instruments, remove_instrument
+from arig.testing import Instrument, add_instrument, fail_next_fill, instruments, remove_instrument
 
 T = 10.0
 
@@ -243,3 +245,17 @@ async def test_an_observer_that_raises_loses_nothing(dev: arig.Device, caplog: p
         await asyncio.wait_for(waiter, T)  # the wait returns, as without the instrument
     assert dev.lost is None and instruments(dev) == ()
     assert any("raised in after_wait" in r.getMessage() for r in caplog.records)
+
+
+def test_an_instrument_holding_its_device_does_not_keep_it() -> None:
+    """A fault holds its device; a device dropped unstopped with one armed is still collected."""
+
+    async def drop() -> weakref.ref[arig.Device]:
+        dev = await arig.open(arig.host.cpu())
+        fail_next_fill(dev, RuntimeError("never fires"))
+        return weakref.ref(dev)
+
+    with pytest.warns(ResourceWarning, match="was never stopped"):
+        ref = asyncio.run(drop())
+        gc.collect()
+    assert ref() is None
