@@ -21,9 +21,10 @@ The one way an instrument affects the device is the documented one:
 ``before_submit`` may hand back a different fill, which is how
 ``arig.testing.faults`` injects a failing one.
 
-Loop thread only (the device's), except ``add_instrument``,
-``remove_instrument`` and ``instruments``, which take a lock and may be
-called from any thread for process-wide instruments.
+Hooks run on the device's loop thread.  ``add_instrument``,
+``remove_instrument`` and ``instruments`` take a lock and may be called
+from any thread; an instrument added meanwhile is told from the device's
+next call on.
 """
 
 from __future__ import annotations
@@ -80,9 +81,10 @@ class Instrument:
         """The device was lost with ``cause`` (once)."""
 
     def on_loss_seen(self, dev: Device, cause: BaseException) -> None:
-        """The program saw the loss: it read ``dev.lost``, or ``DeviceLost`` left a wait, alloc or load.
+        """The program saw the loss: it read ``dev.lost``, or ``DeviceLost`` left a wait or a call
+        that runs on the submit thread (``alloc``, ``load``, ``map_host``, ``dma``).
 
-        A call refused with ``DeviceLost`` also counts in ``dev.loss_delivered``.
+        A call refused at once with ``DeviceLost`` is not told here: ``dev.loss_delivered`` counts it.
         """
 
 
