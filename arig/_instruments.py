@@ -155,6 +155,7 @@ class Dispatch:
             self.call("on_load", dev, made)
         return made
 
+
 def _broken(ins: Instrument, hook: str, dev: Device, exc: Exception) -> None:
     logger.error("instrument %r raised in %s on device %s; it was removed", ins, hook, dev.name, exc_info=exc)
     with _lock:
@@ -206,10 +207,11 @@ def _refresh(dev: Device | None) -> None:
             _set_own(d, _own(d))
 
 
-def _check(instrument: Any) -> Instrument:
+def _check(instrument: Any, device: Any) -> None:
     if not isinstance(instrument, Instrument):
         raise ArigTypeError(f"expected an arig Instrument, got {type(instrument).__name__}")
-    return instrument
+    if device is not None and not hasattr(device, "_ins"):  # only devices made by arig.open are attached
+        raise ArigTypeError(f"device must be an open arig.Device or None, got {type(device).__name__}")
 
 
 def add_instrument(instrument: Instrument, device: Device | None = None) -> None:
@@ -217,7 +219,7 @@ def add_instrument(instrument: Instrument, device: Device | None = None) -> None
 
     Adding an instrument already there does nothing: each is called once per event.
     """
-    _check(instrument)
+    _check(instrument, device)
     with _lock:
         if device is not None:
             if instrument not in _own(device):

@@ -206,6 +206,8 @@ async def test_removal(dev: arig.Device) -> None:
         remove_instrument(rec)
     with pytest.raises(TypeError, match="expected an arig Instrument"):
         add_instrument(object(), dev)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="device must be an open arig.Device or None, got str"):
+        add_instrument(rec, "HOST")  # type: ignore[arg-type]
 
 
 @pytest.mark.asyncio
