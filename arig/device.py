@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from . import _log
+from . import _instruments, _log
 from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe, safe_repr
 from ._memory import Buffer, Image
 from ._submit import SubmitThread
@@ -243,6 +243,7 @@ class Device:
     _finalizer: weakref.finalize[Any, Any]
     _tid: int
     _running: Callable[[], bool]
+    _ins: _instruments.Dispatch | None  # None while no instrument watches the device
 
     def __init__(self, *_: Any, **__: Any) -> None:
         raise ArigTypeError("devices are made by `await arig.open(opener)`")
@@ -284,6 +285,7 @@ class Device:
         tl.on_fail(on_fail)
         self._finalizer = weakref.finalize(self, _abandon, st, self.name)
         _devices.add(self)
+        _instruments.attach(self, tl)
         return self
 
     # -- what the device is ----------------------------------------------------
@@ -304,7 +306,10 @@ class Device:
     @property
     def lost(self) -> BaseException | None:
         """None, or the failure that lost the device."""
-        return self._tl.cause
+        cause = self._tl.cause
+        if cause is not None and self._ins is not None:
+            self._ins.call("on_loss_seen", self, cause)
+        return cause
 
     @property
     def stopped(self) -> bool:
@@ -366,6 +371,9 @@ class Device:
         """
         if get_ident() != self._tid or not self._running():
             self._check_loop()
+        ins = self._ins
+        if ins is not None:
+            fill, arg, keep = ins.before_submit(self, fill, arg, queue, keep)
         if type(queue) is int and 0 <= queue < self._nqueues:
             qi = queue
             item = self._prepare(fill, arg)
@@ -392,6 +400,8 @@ class Device:
         except BaseException as exc:  # the value exists but its work is not queued: it can never be reached
             tl.fail(exc)
             raise
+        if ins is not None:
+            ins.call("on_submit", self, v, fill, arg, qi)
         if idle and self._hang_s is not None and self._watch is None:
             self._arm_watchdog()
         return v
@@ -460,17 +470,25 @@ class Device:
             return
         if v > tl.assigned and tl.lost is None:
             raise ArigValueError(f"value {v} was never submitted to {self.name} (last is {tl.assigned})")
+        if self._ins is not None:
+            return await self._ins.wait(self, v, tl.wait)
         await tl.wait(v)
 
     async def run(self, fill: Any, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
         """``submit`` then ``wait``: the value, once its work has completed."""
         v = await self.submit(fill, arg, queue=queue, keep=keep)
+        if self._ins is not None:
+            await self._ins.wait(self, v, self._tl.wait)
+            return v
         await self._tl.wait(v)
         return v
 
     # -- memory and images -------------------------------------------------------
     async def _control(self, fn: Callable[..., _T], *args: Any) -> _T:
         self._check_usable()  # the loop was checked by the caller, before its arguments
+        if self._ins is not None:
+            made: _T = await self._ins.control(self, self._st.put_control(fn, *args))
+            return made
         result: _T = await self._st.put_control(fn, *args)
         return result
 

@@ -16,7 +16,7 @@ import pytest_asyncio
 
 import arig
 import arig.cuda
-from arig.testing import ArmedFault, FakeCuda, fail_next_fill, faults, lose, stall
+from arig.testing import ArmedFault, FakeCuda, fail_next_fill, faults, instruments, lose, stall
 
 T = 10.0
 
@@ -141,7 +141,8 @@ async def test_fail_next_fill(dev: arig.Device) -> None:
     armed = fail_next_fill(dev, err)
     assert isinstance(armed, ArmedFault) and not armed.fired
     v = await dev.submit(fill)
-    assert armed.fired and armed.value == v and "submit" not in vars(dev)  # unhooked once fired
+    assert armed.fired and armed.value == v and armed not in instruments(dev)  # unhooked once fired
+    assert "submit" not in vars(dev)  # the device itself is never rewritten
     with pytest.raises(arig.DeviceLost) as lost:
         await asyncio.wait_for(dev.wait(v), T)
     assert lost.value.cause is err and dev.lost is err and not called.is_set()
@@ -173,10 +174,10 @@ async def test_disarm(dev: arig.Device) -> None:
     first = fail_next_fill(dev, ValueError("first"))
     second = fail_next_fill(dev, ValueError("second"))
     first.disarm()
-    assert "submit" in vars(dev)
+    assert instruments(dev) == (second,)
     with pytest.raises(arig.DeviceLost, match="second"):
         await asyncio.wait_for(dev.run(_noop), T)
-    assert second.fired and first.value is None and "submit" not in vars(dev)
+    assert second.fired and first.value is None and instruments(dev) == ()
     assert "disarmed" in repr(first) and "fired at value 1" in repr(second)
 
 
@@ -184,7 +185,7 @@ async def test_disarm(dev: arig.Device) -> None:
 async def test_a_disarmed_fault_never_fires(dev: arig.Device) -> None:
     with fail_next_fill(dev, ValueError("never")) as armed:
         pass
-    assert "submit" not in vars(dev)
+    assert instruments(dev) == ()
     await asyncio.wait_for(dev.run(_noop), T)
     assert dev.lost is None and armed.value is None
 

@@ -399,3 +399,20 @@ def test_module_scoped_device_needs_a_module_loop(pytester: pytest.Pytester) -> 
     result = run(pytester, source, "--arig-device", "host")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*arig_device_module lives for the module: its tests must run on one loop, @pytest.mark.asyncio(loop_scope='module'), not 'function'"])
+
+
+def test_the_plugin_watches_devices_without_changing_them(pytester: pytest.Pytester) -> None:
+    source = """
+        import pytest
+        import arig
+        from arig.testing import faults, instruments
+
+        @pytest.mark.asyncio
+        async def test_plain(arig_device):
+            assert type(arig_device) is arig.Device and vars(arig_device).keys().isdisjoint({"submit", "wait", "run", "alloc", "load", "lost"})
+            assert [type(i).__name__ for i in instruments(arig_device)] == ["Tracker"]
+            armed = faults.fail_next_fill(arig_device, RuntimeError("x"))
+            assert type(arig_device) is arig.Device and "submit" not in vars(arig_device)
+            armed.disarm()
+    """
+    run(pytester, source, "--arig-device", "host,fake").assert_outcomes(passed=2)

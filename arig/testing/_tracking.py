@@ -1,24 +1,26 @@
 """What the pytest plugin checks after each test, and how it knows.
 
-A device the plugin opens is *tracked*: its class becomes ``TrackedDevice``,
-a subclass of ``arig.Device`` that only adds bookkeeping (``isinstance``
-still holds, nothing else changes), and a ``Tracker`` records
+A device the plugin opens is *tracked*: a ``Tracker``, an instrument added
+for that device alone (``arig.testing.add_instrument``), records
 
-* every ``Buffer`` from ``alloc`` and ``Image`` from ``load`` (held
-  strongly, so "not closed by the end of the test" is exact: a buffer
-  dropped without ``close()`` is still counted, and released by the
-  plugin afterwards);
+* every ``Buffer`` the device makes (``alloc``) and ``Image`` it loads
+  (held strongly, so "not closed by the end of the test" is exact: a buffer
+  dropped without ``close()`` is still counted, and released by the plugin
+  afterwards);
 * every graph its CUDA record (``dev.capability(arig.cuda_abi.KEY)``) makes,
   by weak reference: a graph has no ``close()``, so one still referenced
   once the test returned is the leak;
-* how many tasks are inside ``wait``/``run`` now (pending waiters);
-* whether the loss, if any, *reached someone*: a ``DeviceLost`` raised
-  out of any of the device's methods (a waiter failed at the loss is one),
-  or ``dev.lost`` read once it was set.  A loss nobody heard of is the
-  silent failure the plugin exists to catch.
+* how many tasks wait for the device's values now (pending waiters);
+* whether the loss, if any, *reached someone*: ``dev.loss_delivered`` (a
+  waiter failed at the loss, a call refused with ``DeviceLost``), or
+  ``DeviceLost`` leaving a wait, alloc or load, or ``dev.lost`` read once
+  it was set.  A loss nobody heard of is the silent failure the plugin
+  exists to catch.
 
-arig itself does not record whether a loss was delivered; where a later
-arig has ``Device.loss_delivered`` (see the plugin's docs), it is used too.
+The device itself is left as it is: the same class, the same methods.
+Graphs are the one exception: the CUDA record, not the device, makes them,
+and tells no instrument, so the tracker gives the record a subclass that
+reports each graph it makes.
 """
 
 from __future__ import annotations
@@ -32,17 +34,18 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._errors import DeviceLost, describe
+from .._instruments import Instrument, add_instrument, instruments
 from .._memory import Buffer, Image
 from ..device import Device
 
-__all__ = ["Tracker", "TrackedDevice", "track", "tracker_of", "settle", "raw_lost"]
+__all__ = ["Tracker", "track", "tracker_of", "settle", "raw_lost"]
 
 #: Seconds a check waits for work the test submitted but did not await, so
 #: that a loss it causes is seen before the verdict.
 SETTLE_TIMEOUT = 5.0
 
 
-class Tracker:
+class Tracker(Instrument):
     """The bookkeeping of one tracked device (see the module's docstring)."""
 
     def __init__(self, name: str) -> None:
@@ -55,6 +58,32 @@ class Tracker:
         self.loss_reported = False
         self._lock = threading.Lock()  # graphs are made on worker threads (graph_async)
         self._marks = (0, 0, 0)
+        self._reading = False
+
+    # -- the instrument's hooks (the device's loop thread) ------------------------------------------
+    def before_wait(self, dev: Device, v: int) -> None:
+        self.pending += 1
+
+    def after_wait(self, dev: Device, v: int) -> None:
+        self.pending -= 1
+
+    def on_alloc(self, dev: Device, buf: Buffer) -> None:
+        self.buffers.append(buf)
+
+    def on_load(self, dev: Device, image: Image) -> None:
+        self.images.append(image)
+
+    def on_loss_seen(self, dev: Device, cause: BaseException) -> None:
+        if not self._reading:
+            self.seen = True
+
+    def read_lost(self, dev: Device) -> BaseException | None:
+        """``dev.lost`` without counting as having heard of it."""
+        self._reading = True
+        try:
+            return dev.lost
+        finally:
+            self._reading = False
 
     def add_graph(self, graph: Any) -> None:
         with self._lock:
@@ -78,7 +107,7 @@ class Tracker:
         """What this test left wrong on ``dev``: (check, sentence) pairs, the check one of
         ``"loss"``, ``"pending"``, ``"leaks"`` (empty: nothing)."""
         out: list[tuple[str, str]] = []
-        cause = raw_lost(dev)
+        cause = self.read_lost(dev)
         if cause is not None and not self.loss_reported and not self.delivered(dev):
             self.loss_reported = True
             out.append((
@@ -105,8 +134,7 @@ class Tracker:
         return out
 
     def delivered(self, dev: Device) -> bool:
-        hook = getattr(dev, "loss_delivered", None)  # a later arig may say itself
-        return self.seen or hook is True
+        return self.seen or dev.loss_delivered
 
     def release(self) -> None:
         """Close what the tests left open (the failure, if any, was already said)."""
@@ -126,72 +154,25 @@ def _few(objs: list[Any]) -> str:
 
 def raw_lost(dev: Device) -> BaseException | None:
     """``dev.lost`` without counting as having heard of it."""
-    cause: BaseException | None = Device.lost.__get__(dev)
-    return cause
-
-
-class TrackedDevice(Device):
-    """A device whose calls the plugin watches; behaves exactly as ``arig.Device``."""
-
-    _arig_tracker: Tracker
-
-    @property
-    def lost(self) -> BaseException | None:
-        cause = raw_lost(self)
-        if cause is not None:
-            self._arig_tracker.seen = True
-        return cause
-
-    async def submit(self, fill: Any, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
-        with self._arig_tracker.hearing():
-            return await super().submit(fill, arg, queue=queue, keep=keep)
-
-    async def wait(self, v: int) -> None:
-        t = self._arig_tracker
-        t.pending += 1
-        try:
-            with t.hearing():
-                await super().wait(v)
-        finally:
-            t.pending -= 1
-
-    async def run(self, fill: Any, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
-        t = self._arig_tracker
-        t.pending += 1
-        try:
-            with t.hearing():
-                return await super().run(fill, arg, queue=queue, keep=keep)
-        finally:
-            t.pending -= 1
-
-    async def alloc(self, nbytes: int, kind: str | None = None) -> Buffer:
-        with self._arig_tracker.hearing():
-            buf = await super().alloc(nbytes, kind)
-        self._arig_tracker.buffers.append(buf)
-        return buf
-
-    async def load(self, image: bytes) -> Image:
-        with self._arig_tracker.hearing():
-            img = await super().load(image)
-        self._arig_tracker.images.append(img)
-        return img
+    t = tracker_of(dev)
+    return dev.lost if t is None else t.read_lost(dev)
 
 
 def track(dev: Device) -> Tracker:
-    """Start tracking ``dev`` (an ``arig.Device`` exactly); return its tracker."""
-    if type(dev) is not Device:
-        raise TypeError(f"only a plain arig.Device can be tracked, not {type(dev).__name__}")
+    """Start tracking ``dev``; return its tracker."""
+    if not isinstance(dev, Device):
+        raise TypeError(f"only an arig.Device can be tracked, not {type(dev).__name__}")
     t = Tracker(dev.name)
-    dev._arig_tracker = t  # type: ignore[attr-defined]
-    dev.__class__ = TrackedDevice
+    add_instrument(t, dev)
     _track_graphs(dev, t)
     return t
 
 
 def tracker_of(obj: Any) -> Tracker | None:
     """The tracker of a tracked device, else None."""
-    t = getattr(obj, "_arig_tracker", None) if isinstance(obj, TrackedDevice) else None
-    return t if isinstance(t, Tracker) else None
+    if not isinstance(obj, Device):
+        return None
+    return next((i for i in instruments(obj) if isinstance(i, Tracker)), None)
 
 
 def _track_graphs(dev: Device, t: Tracker) -> None:

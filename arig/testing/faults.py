@@ -18,23 +18,28 @@ import ctypes
 import itertools
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .._errors import ArigTypeError, ArigValueError, DeviceLost
+from .._instruments import Instrument, add_instrument, instruments, remove_instrument
 from .._memory import Image
 from ..device import Device
 
 __all__ = ["lose", "stall", "fail_next_fill", "ArmedFault"]
 
 
-def _raiser(error: BaseException) -> Callable[[Any, Any, int], None]:
-    def fault_fill(queue: Any, arg: Any, v: int) -> None:
-        raise error.with_traceback(None)  # a fresh traceback: the same error may be raised again
+class _FaultFill:
+    """The fill a fault submits instead of the caller's: raises the fault's error on the submit thread."""
 
-    return fault_fill
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def __call__(self, queue: Any, arg: Any, v: int) -> None:
+        raise self.error.with_traceback(None)  # a fresh traceback: the same error may be raised again
 
 
 def _check_error(error: Any) -> BaseException:
@@ -51,7 +56,7 @@ async def lose(dev: Device, error: BaseException, *, queue: Any = 0) -> DeviceLo
     """
     _check_error(error)
     try:
-        v = await dev.submit(_raiser(error), queue=queue)
+        v = await dev.submit(_FaultFill(error), queue=queue)
         await dev.wait(v)
     except DeviceLost as lost:
         return lost
@@ -137,8 +142,8 @@ async def stall(dev: Device, seconds: float, *, queue: Any = 0, image: Image | N
 # -- fail the next fill ---------------------------------------------------------------------------
 
 
-class ArmedFault:
-    """A fault waiting for the next submission (``fail_next_fill``).
+class ArmedFault(Instrument):
+    """A fault waiting for the next submission (``fail_next_fill``): an instrument of its device.
 
     ``fired`` says whether it took one, ``value`` is that submission's value;
     ``disarm()`` takes it back unfired.  A context manager: leaving the block
@@ -151,40 +156,32 @@ class ArmedFault:
         self.queue = queue
         self.fired = False
         self.value: int | None = None
-        self._inner: Any = dev.submit  # whatever submit was: the class's, or another fault's
-        self._had_own = "submit" in dev.__dict__
+        self._fill = _FaultFill(error)
 
-    async def _submit(self, fill: Any, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
+    def before_submit(self, dev: Device, fill: Any, arg: Any, queue: Any, keep: Any) -> tuple[Any, Any, Any] | None:
         qi = queue.index if hasattr(queue, "index") else queue
-        if self.fired or (self.queue is not None and qi != self.queue):
-            return int(await self._inner(fill, arg, queue=queue, keep=keep))
+        if self.fired or isinstance(fill, _FaultFill) or (self.queue is not None and qi != self.queue):
+            return None  # not ours, or another fault took this submission already
+        # Taken now, before the submission is checked: the fault fails this one
+        # submission, even if it then waits for room while others are submitted.
         self.fired = True
-        self._restore()
         # The original fill, arg and keep stay held until the value is settled, as they would have been.
-        self.value = v = int(await self._inner(_raiser(self.error), None, queue=queue, keep=(fill, arg, keep)))
-        return v
+        return self._fill, None, (fill, arg, keep)
 
-    def _restore(self) -> None:
-        """Unhook this fault from ``dev.submit``, wherever it is in a chain of faults."""
-        own = self.device.__dict__
-        if own.get("submit") == self._submit:
-            if self._had_own:
-                own["submit"] = self._inner
-            else:
-                del own["submit"]
-            return
-        outer = own.get("submit")  # a later fault wraps this one: unlink it from the chain
-        while isinstance(owner := getattr(outer, "__self__", None), ArmedFault):
-            if owner._inner == self._submit:
-                owner._inner, owner._had_own = self._inner, self._had_own
-                return
-            outer = owner._inner
+    def on_submit(self, dev: Device, v: int, fill: Any, arg: Any, queue: int) -> None:
+        if fill is self._fill:
+            self.value = v
+            self._remove()
+
+    def _remove(self) -> None:
+        if self in instruments(self.device):
+            remove_instrument(self, self.device)
 
     def disarm(self) -> None:
         """Take the fault back if it has not fired."""
-        if not self.fired:
+        if self.value is None:
             self.fired = True  # never fires now
-            self._restore()
+            self._remove()
 
     def __enter__(self) -> ArmedFault:
         return self
@@ -204,11 +201,13 @@ def fail_next_fill(dev: Device, error: BaseException, *, queue: int | None = Non
     raises on the device's submit thread, which loses the device with
     ``error`` as the cause: waiters of that value (and every later one)
     raise ``DeviceLost``.  Covers every way work is submitted (``submit``,
-    ``run``, ``upload``, ``download``), as it wraps ``dev.submit``.
+    ``run``, ``upload``, ``download``): the fault is an instrument of the
+    device that hands it a failing fill instead of the next one.  Faults
+    armed together fire in the order they were armed.
     """
     _check_error(error)
     if queue is not None and (isinstance(queue, bool) or not isinstance(queue, int)):
         raise ArigTypeError(f"queue must be an int or None, got {type(queue).__name__}")
     armed = ArmedFault(dev, error, queue)
-    dev.submit = armed._submit  # type: ignore[method-assign]
+    add_instrument(armed, dev)
     return armed
