@@ -227,7 +227,7 @@ class Process:
         return fd
 
     # -- making it -------------------------------------------------------------------
-    def _open(self) -> None:
+    def open_client(self) -> None:
         """The control file, the checked release and the root client: what every use needs."""
         self.ctl = self.open_undo(self.undo, "ctl fd", self.d.open_ctl)
         self.release = _driver_release(self.d, self.ctl)
@@ -238,7 +238,7 @@ class Process:
         self.root = root
         self.undo.push("free root client", lambda: self.free(root, root, "free root client"))
 
-    def _open_devices(self) -> None:
+    def open_devices(self) -> None:
         """UVM and the CPU=GPU address reservation: what a device needs, made once."""
         u = self.undo
         self.uvm_fd = self.open_undo(u, "uvm fd", self.d.open_uvm)
@@ -272,7 +272,7 @@ class Process:
         found = self.gpus.get(bus)
         if found is None:
             g = Gpu(self, bus)
-            _made_or_undone(g.undo, g._open)
+            _made_or_undone(g.undo, g.open_rm)
             found = self.gpus[bus] = g
         return found
 
@@ -283,7 +283,7 @@ class Process:
             if not g.ready:
                 mark = len(g.undo)
                 try:
-                    g._open_device()
+                    g.open_device()
                 except BaseException:
                     g.undo.unwind_to(mark)
                     raise
@@ -332,7 +332,7 @@ def _current() -> Process:
     global _process
     if _process is None or _process.d is not _fd.driver:
         p = Process()
-        _made_or_undone(p.undo, p._open)
+        _made_or_undone(p.undo, p.open_client)
         _process = p
     return _process
 
@@ -353,7 +353,7 @@ def process() -> Process:
         if p.va is None:
             mark = len(p.undo)
             try:
-                p._open_devices()
+                p.open_devices()
             except BaseException:
                 p.undo.unwind_to(mark)
                 raise
@@ -459,7 +459,8 @@ class Gpu:
         return int(arg.fd)
 
     # -- the GPU's objects: card info .. subdevice, then (for devices) UUID .. VA space --------------
-    def _open(self) -> None:
+    def open_rm(self) -> None:
+        """Card info, its /dev/nvidiaN, the RM device and subdevice: what reading the GPU needs."""
         p, u = self.p, self.undo
         cards = P.CardInfoArray()
         p.d.ioctl(p.ctl, P.NV_ESC_CARD_INFO, cards, "card info")
@@ -473,7 +474,8 @@ class Gpu:
         self.device = p.alloc_undo(u, p.root, E.NV01_DEVICE_0, P.Nv0080Alloc(deviceId=info.deviceInstance, hClientShare=p.root, vaMode=VAMODE), "device")
         self.subdevice = p.alloc_undo(u, self.device, E.NV20_SUBDEVICE_0, P.Nv2080Alloc(subDeviceId=0), "subdevice")
 
-    def _open_device(self) -> None:
+    def open_device(self) -> None:
+        """UUID, classes, UVM registration, virtual memory, usermode doorbell, VA space: what a device needs."""
         p, u = self.p, self.undo
         g = E.GidInfoBinary(flags=E.GID_FLAGS_BINARY_SHA1)
         p.control(self.subdevice, E.NV2080_CTRL_CMD_GPU_GET_GID_INFO, g, "GPU UUID (binary)")
