@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from arig.nvrm import _cubin, _rm, _sysfs  # noqa: E402
+from arig.nvrm import _cubin, _rm, _rmobjects, _sysfs  # noqa: E402
 from arig.nvrm import _exec_params as E  # noqa: E402
 from arig.nvrm import _params as P  # noqa: E402
 from arig.nvrm import _push as pb  # noqa: E402
@@ -135,7 +135,7 @@ class Probe:
 
     def run(self) -> None:
         a = self.args
-        _rm.VAMODE = a.vamode  # the one knob the run turns: the device object's VA mode
+        _rmobjects.VAMODE = a.vamode  # the one knob the run turns: the device object's VA mode
         p = self.p = _rm.Process()
         self.freed("free the RM client (root client, UVM files, reservation, ctl fd)", p.undo.unwind)
 
