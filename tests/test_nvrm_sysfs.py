@@ -417,3 +417,13 @@ def test_the_fake_swaps_only_the_driver_and_the_pci_root() -> None:
         assert nvrm.buses() == fake.buses
     assert (_fd.driver, _sysfs.ROOT) == (real_driver, real_root)
     assert _rm._process is None  # what the fake's driver made is freed and forgotten
+
+
+def test_a_failed_device_stage_is_undone_and_the_client_stays(driver: FakeDriver) -> None:
+    assert nvrm.usage(0).busy == 50.0
+    for _ in range(2):  # no /dev/nvidia-uvm here: refused each time, the reading client untouched
+        with pytest.raises(P.DriverError, match="nvidia-uvm"):
+            _rm.process()
+    assert nvrm.usage(0).busy == 50.0
+    assert driver.calls["alloc 0x41"] == 1 and driver.calls["open nvidiactl"] == 1
+    assert len(driver.open_fds) == 2  # nvidiactl and nvidia0: nothing the failed stage opened is left

@@ -102,12 +102,7 @@ def process() -> Process:
     with _lock:
         p = _current()
         if p.va is None:
-            mark = len(p.undo)
-            try:
-                p.open_devices()
-            except BaseException:
-                p.undo.unwind_to(mark)
-                raise
+            _made_or_undone(p.undo, p.open_devices)
         return p
 
 

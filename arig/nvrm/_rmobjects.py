@@ -147,12 +147,7 @@ class Process:
         with self.lock:
             g = self._rm_gpu(bus)
             if not g.ready:
-                mark = len(g.undo)
-                try:
-                    g.open_device()
-                except BaseException:
-                    g.undo.unwind_to(mark)
-                    raise
+                _made_or_undone(g.undo, g.open_device)
                 g.ready = True
             return g
 

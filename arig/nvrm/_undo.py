@@ -108,10 +108,12 @@ def _unmapper(d: _fd.Driver, addr: int, size: int) -> Callable[[], None]:
 
 
 def _made_or_undone(undo: Undo, make: Callable[[], None]) -> None:
+    """Run ``make``, which pushes onto ``undo``; if it fails, what it pushed is undone (what was there stays)."""
+    mark = len(undo)
     try:
         make()
     except BaseException:
-        undo.unwind()
+        undo.unwind_to(mark)
         raise
 
 
