@@ -44,6 +44,7 @@ def add_function(root: Path, name: str, vendor: int = 0x10DE, pci_class: int = 0
 def fresh_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts without a process client and leaves none behind."""
     monkeypatch.setattr(_rm, "_process", None)
+    monkeypatch.setattr(_rm, "_aside", [])
 
 
 @pytest.fixture
@@ -427,3 +428,11 @@ def test_a_failed_device_stage_is_undone_and_the_client_stays(driver: FakeDriver
     assert nvrm.usage(0).busy == 50.0
     assert driver.calls["alloc 0x41"] == 1 and driver.calls["open nvidiactl"] == 1
     assert len(driver.open_fds) == 2  # nvidiactl and nvidia0: nothing the failed stage opened is left
+
+
+def test_a_client_is_set_aside_while_another_driver_is_installed(driver: FakeDriver) -> None:
+    mine = _rm.client()
+    with FakeNvrm().installed() as fake:
+        assert _rm.client() is not mine and _rm.client().d is fake.driver
+    assert _rm.client() is mine  # the same client, not a second one made
+    assert driver.calls["alloc 0x41"] == 1

@@ -72,20 +72,30 @@ def _munmap(addr: int, size: int) -> None:
 
 
 _lock = threading.Lock()
-_process: Process | None = None
+_process: Process | None = None  # the client of the driver in _fd.driver
+_aside: list[Process] = []  # clients of other drivers, kept while another is in _fd.driver
 
 
 def _current() -> Process:
     """The process's client (``_lock`` held), made on first use; a failure is undone and retried next call.
 
-    A client made through another driver than the process's now is not this
-    driver's: a new one is made (a fake driver installed for a test)."""
+    A client belongs to the driver it was made through: while another driver
+    is the process's (a fake one, for a test), that client is set aside, and
+    it is the process's again once its driver is."""
     global _process
-    if _process is None or _process.d is not _fd.driver:
-        p = Process()
-        _made_or_undone(p.undo, p.open_client)
-        _process = p
-    return _process
+    if _process is not None and _process.d is _fd.driver:
+        return _process
+    if _process is not None:
+        _aside.append(_process)
+        _process = None
+    back = next((q for q in _aside if q.d is _fd.driver), None)
+    if back is not None:
+        _aside.remove(back)
+    else:
+        back = Process()
+        _made_or_undone(back.undo, back.open_client)
+    _process = back
+    return back
 
 
 def client() -> Process:
@@ -125,11 +135,13 @@ def _forget_in_child() -> None:
     # driver frees nothing until the parent closes them too.
     global _process, _lock
     _lock = threading.Lock()
-    inherited, _process = _process, None
-    if inherited is not None:
-        for fd in inherited.files:
-            inherited.d.close(fd)
-        inherited.files.clear()
+    inherited = [*_aside, *([_process] if _process is not None else [])]
+    _process = None
+    _aside.clear()
+    for q in inherited:
+        for fd in q.files:
+            q.d.close(fd)
+        q.files.clear()
 
 
 if hasattr(os, "register_at_fork"):
