@@ -29,7 +29,7 @@ ARIG = Path(arig.__file__).resolve().parent
 CHECKED = [
     "_errors.py", "_memory.py", "host.py", "device.py", "_timeline.py", "_submit.py", "queue.py", "_log.py",
     "__main__.py", "_cli/info.py", "_cli/demo.py",
-    "nvrm/__init__.py", "nvrm/_client.py", "nvrm/_fd.py", "nvrm/_params.py", "nvrm/_sysfs.py", "nvrm/_top.py",
+    "nvrm/__init__.py", "nvrm/_rm.py", "nvrm/_rmobjects.py", "nvrm/_rmmem.py", "nvrm/_undo.py", "nvrm/_fd.py", "nvrm/_params.py", "nvrm/_sysfs.py", "nvrm/_top.py",
 ]  # fmt: skip
 
 #: What a protocol requires: ``__getattr__`` and ``__cuda_array_interface__`` raise AttributeError,

@@ -1,7 +1,7 @@
 """The pure layer of arig.nvrm: layouts, request codes, status names, parsing.
 
 Sizes and offsets are those of open-gpu-kernel-modules 580 as compiled and
-checked on the H200 (shared/research/nvrm_api.md); none of this needs a GPU.
+checked on the H200; none of this needs a GPU.
 """
 
 from __future__ import annotations
@@ -129,11 +129,11 @@ def test_status_ok_passes() -> None:
 SECOND = 1_000_000_000
 
 
-def _samples(points: list[tuple[int, int]], seed: int = 1) -> P.UtilSamplesV2:
+def _samples(points: list[tuple[int, int]], shuffle: int = 1) -> P.UtilSamplesV2:
     """Params holding (timestamp ns, gr util x100) in shuffled ring slots."""
     p = P.UtilSamplesV2.asking()
     slots = list(range(P.UTIL_SAMPLES))
-    random.Random(seed).shuffle(slots)
+    random.Random(shuffle).shuffle(slots)
     for slot, (stamp, util) in zip(slots, points):
         p.samples[slot].timeStamp = stamp
         p.samples[slot].gr.util = util
@@ -162,7 +162,7 @@ def test_busy_mean_over_window_by_sample_clock() -> None:
 
 
 def test_busy_ignores_unused_slots_and_tracker_order() -> None:
-    p = _samples([(5 * SECOND, 10000), (4 * SECOND, 0), (0, 10000)], seed=7)
+    p = _samples([(5 * SECOND, 10000), (4 * SECOND, 0), (0, 10000)], shuffle=7)
     p.tracker = 24056
     assert P.busy_percent(p, 0.5) == pytest.approx(100.0)
     assert P.busy_percent(p, 1.0) == pytest.approx(50.0)

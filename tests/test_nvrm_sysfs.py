@@ -1,8 +1,8 @@
 """arig.nvrm against a machine laid out in a temporary directory.
 
 The PCI tree is a directory shaped like /sys/bus/pci, and the kernel driver
-is a fake standing in for arig.nvrm._fd (the only module that touches a file
-descriptor), so listing, the power check, the process's RM client and its
+is a fake standing in for arig.nvrm._fd.driver (the one object every driver
+call goes through), so listing, the power check, the process's RM client and its
 reuse are all tested without a GPU.
 """
 
@@ -22,8 +22,9 @@ import pytest
 import arig._native
 import arig.nvrm as nvrm
 from arig._errors import ArigError, OpenError
-from arig.nvrm import _client, _fd, _sysfs
+from arig.nvrm import _fd, _rm, _sysfs
 from arig.nvrm import _params as P
+from arig.testing import FakeNvrm
 
 H200 = "0000:00:06.0"
 
@@ -43,7 +44,8 @@ def add_function(root: Path, name: str, vendor: int = 0x10DE, pci_class: int = 0
 @pytest.fixture(autouse=True)
 def fresh_client(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts without a process client and leaves none behind."""
-    monkeypatch.setattr(_client, "_client", None)
+    monkeypatch.setattr(_rm, "_process", None)
+    monkeypatch.setattr(_rm, "_aside", [])
 
 
 @pytest.fixture
@@ -54,7 +56,7 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     add_function(sys_root, "0000:00:01.0", vendor=0x8086, pci_class=0x060000)
     (tmp_path / "dev").mkdir()
     monkeypatch.setattr(_sysfs, "ROOT", str(sys_root))
-    monkeypatch.setattr(_client, "DEV_ROOT", str(tmp_path / "dev"))
+    monkeypatch.setattr(_fd, "driver", _fd.Driver(str(tmp_path / "dev")))
     return sys_root
 
 
@@ -131,7 +133,7 @@ def test_runtime_status(tmp_path: Path) -> None:
 
 def test_suspended_gpu_is_not_read(machine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (machine / "devices" / H200 / "power" / "runtime_status").write_text("suspended\n")
-    monkeypatch.setattr(_client, "client", lambda: pytest.fail("the driver was asked"))
+    monkeypatch.setattr(_rm, "client", lambda: pytest.fail("the driver was asked"))
     for read in (nvrm.usage, nvrm.describe):
         with pytest.raises(P.DriverError, match="runtime_status"):
             read(0)
@@ -195,10 +197,11 @@ def test_opener_make_refuses_honestly(machine: Path) -> None:
 # --- the process's client, against a fake kernel driver ---------------------
 
 
-class FakeDriver:
-    """Stands in for arig.nvrm._fd: one H200 held by a 580 driver."""
+class FakeDriver(_fd.Driver):
+    """Stands in for arig.nvrm._fd.driver: one H200 held by a 580 driver."""
 
     def __init__(self, release: str = "580.159.04", watchdog: int = 0x5) -> None:
+        super().__init__("/nowhere")
         self.release, self.watchdog = release, watchdog
         self.cards = {H200: (0, 0x6)}  # bus -> (minor, gpu_id)
         self.fail_subdevice = False
@@ -210,8 +213,7 @@ class FakeDriver:
         self._lock = threading.Lock()
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        for name in ("open_file", "close", "ioctl", "rm_alloc", "rm_control", "rm_free"):
-            monkeypatch.setattr(_fd, name, getattr(self, name))
+        monkeypatch.setattr(_fd, "driver", self)
 
     def _new(self, which: int) -> int:
         with self._lock:
@@ -252,10 +254,10 @@ class FakeDriver:
             raise P.RmError(what, 0x1B)
         return self._new(1)
 
-    def rm_free(self, ctl: int, client: int, parent: int, obj: int) -> None:
+    def rm_free(self, ctl: int, client: int, parent: int, obj: int, what: str = "") -> None:
         self.freed.append(obj)
 
-    def rm_control(self, ctl: int, client: int, obj: int, cmd: int, params: Any) -> None:
+    def rm_control(self, ctl: int, client: int, obj: int, cmd: int, params: Any, what: str = "") -> None:
         with self._lock:
             self.calls[f"control 0x{cmd:x}"] += 1
         if cmd == P.CTRL_GPU_GET_ID_INFO_V2:
@@ -326,7 +328,7 @@ async def test_usage_async_runs_in_a_thread(driver: FakeDriver,
         seen.append(threading.get_ident())
         real(*args)
 
-    monkeypatch.setattr(_fd, "rm_control", spy)
+    monkeypatch.setattr(driver, "rm_control", spy)
     u = await nvrm.usage_async(0, window=0.5)
     assert u.busy == 50.0 and seen and caller not in seen
 
@@ -371,10 +373,12 @@ def test_failed_gpu_objects_are_given_back(driver: FakeDriver) -> None:
 
 def test_child_forgets_the_client_after_fork() -> None:
     r, w = os.pipe()
-    child = _client.Client(ctl=r, root=0xC1, release="580.159.04")
-    _client._client = child
-    _client._forget_in_child()
-    assert _client._client is None
+    child = _rm.Process(_fd.Driver())
+    child.ctl, child.root, child.release = r, 0xC1, "580.159.04"
+    child.files.append(r)
+    _rm._process = child
+    _rm._forget_in_child()
+    assert _rm._process is None
     with pytest.raises(OSError):
         os.fstat(r)  # the inherited file was let go
     os.close(w)
@@ -383,8 +387,54 @@ def test_child_forgets_the_client_after_fork() -> None:
 def test_ioctl_shell_turns_os_errors_into_driver_errors(tmp_path: Path) -> None:
     with open(tmp_path / "plain", "w") as f:
         with pytest.raises(P.DriverError, match="card info") as caught:
-            _fd.ioctl(f.fileno(), P.NV_ESC_CARD_INFO, P.CardInfoArray(), "card info")
+            _fd.Driver().ioctl(f.fileno(), P.NV_ESC_CARD_INFO, P.CardInfoArray(), "card info")
     assert caught.value.errno == errno.ENOTTY
     with pytest.raises(P.DriverError, match="cannot open"):
-        _fd.open_file(str(tmp_path / "nvidiactl"))
+        _fd.Driver(str(tmp_path)).open_ctl()
     assert ctypes.sizeof(P.UtilSamplesV2) > P.MAX_IOCTL_SIZE  # control params go by pointer
+
+
+# --- one client for reading and for devices, through one driver seam -------
+
+
+def test_reading_and_devices_share_one_client_and_one_device_object() -> None:
+    fake = FakeNvrm()
+    with fake.installed():
+        nvrm.usage(0)
+        reader = _rm.client()
+        p = _rm.process()
+        gpu = p.gpu(fake.buses[0])
+        assert p is reader and gpu is p.rm_gpu(fake.buses[0]) and gpu.ready
+        classes = Counter(fake.live().values())
+        assert classes[hex(P.NV01_ROOT_CLIENT)] == 1 and classes[hex(P.NV01_DEVICE_0)] == 1
+        assert dict(nvrm.describe(0)) == {k: v for k, v in gpu.facts.items() if k != "driver"}
+    assert fake.violations == []
+
+
+def test_the_fake_swaps_only_the_driver_and_the_pci_root() -> None:
+    real_driver, real_root = _fd.driver, _sysfs.ROOT
+    fake = FakeNvrm()
+    with fake.installed():
+        assert isinstance(_fd.driver, _fd.Driver) and _fd.driver is not real_driver
+        assert real_root != _sysfs.ROOT
+        assert nvrm.buses() == fake.buses
+    assert (_fd.driver, _sysfs.ROOT) == (real_driver, real_root)
+    assert _rm._process is None  # what the fake's driver made is freed and forgotten
+
+
+def test_a_failed_device_stage_is_undone_and_the_client_stays(driver: FakeDriver) -> None:
+    assert nvrm.usage(0).busy == 50.0
+    for _ in range(2):  # no /dev/nvidia-uvm here: refused each time, the reading client untouched
+        with pytest.raises(P.DriverError, match="nvidia-uvm"):
+            _rm.process()
+    assert nvrm.usage(0).busy == 50.0
+    assert driver.calls["alloc 0x41"] == 1 and driver.calls["open nvidiactl"] == 1
+    assert len(driver.open_fds) == 2  # nvidiactl and nvidia0: nothing the failed stage opened is left
+
+
+def test_a_client_is_set_aside_while_another_driver_is_installed(driver: FakeDriver) -> None:
+    mine = _rm.client()
+    with FakeNvrm().installed() as fake:
+        assert _rm.client() is not mine and _rm.client().d is fake.driver
+    assert _rm.client() is mine  # the same client, not a second one made
+    assert driver.calls["alloc 0x41"] == 1

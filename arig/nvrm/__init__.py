@@ -7,7 +7,7 @@ tree (:func:`buses`, :func:`count`), which changes nothing on the machine;
 through ``/dev/nvidiactl`` and the GPU's ``/dev/nvidiaN``.
 
 The first such call makes the process's RM client and the GPU's RM objects,
-and they stay for the process (see :mod:`arig.nvrm._client` for why).  Any
+and they stay for the process (see :mod:`arig.nvrm._rm` for why).  Any
 thread may call any function at the same time as others.
 
 :func:`gpu` gives the opener of a device that runs work through the driver
@@ -26,7 +26,7 @@ import anyio.to_thread
 
 from arig._errors import ArigValueError, OpenError, safe_repr
 from arig.device import Backend
-from arig.nvrm import _client, _sysfs, abi
+from arig.nvrm import _rm, _sysfs, abi
 from arig.nvrm._launch import Launch
 from arig.nvrm._device import Dmabuf
 from arig.nvrm._params import DriverError, NoGpuError, PinRefused, RmError, Usage
@@ -110,7 +110,7 @@ def usage(i: int, window: float = 1.0) -> Usage:
     arig does not accept; :class:`RmError` if the RM refuses a command.
     """
     window = _check_window(window)
-    return _client.read_usage(_active_bus(i), window)
+    return _rm.read_usage(_active_bus(i), window)
 
 
 async def usage_async(i: int, window: float = 1.0) -> Usage:
@@ -132,7 +132,7 @@ def describe(i: int) -> Mapping[str, object]:
     the GPU, which then ends work that holds it too long; 30000 otherwise).
     Raises as :func:`usage` does.
     """
-    return types.MappingProxyType(_client.read_facts(_active_bus(i)))
+    return types.MappingProxyType(_rm.read_facts(_active_bus(i)))
 
 
 class NvOpener:

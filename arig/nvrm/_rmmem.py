@@ -1,0 +1,265 @@
+"""A GPU's memory: VRAM, uncached system memory, host pages and the program's own pages, each GPU-mapped
+at one address for the CPU and the GPU; dma-buf export; the OS event fd.
+
+:class:`GpuMemory` is the memory half of :class:`arig.nvrm._rm.Gpu`.  Each
+allocation is made with its own undo list, which :meth:`Mem.free` runs.  Every
+call blocks in the driver: the submit thread's or a worker's, never the event loop's.
+"""
+
+from __future__ import annotations
+
+import abc
+import ctypes
+from typing import Any, Protocol
+
+from . import _exec_params as E
+from . import _fd
+from . import _params as P
+from ._fd import MAP_ANONYMOUS, MAP_FIXED, MAP_SHARED, PROT_READ, PROT_RW
+from ._undo import PAGE_2M, PAGE_4K, Mem, Undo, VaAllocator, _rereserve, round_up
+
+__all__ = ["GpuMemory"]
+
+
+class _Client(Protocol):
+    """What memory needs of the process's RM client (:class:`arig.nvrm._rm.Process`)."""
+
+    d: _fd.Driver
+    ctl: int
+    root: int
+    uvm_fd: int
+    va: VaAllocator | None
+
+    def alloc_undo(self, undo: Undo, parent: int, cls: int, params: Any, what: str) -> int: ...
+    def free(self, parent: int, h: int, what: str = "RM free") -> None: ...
+    def uvm(self, fd: int, nr: int, params: Any, what: str) -> None: ...
+    def os_desc_handle(self) -> int: ...
+
+
+class GpuMemory:
+    """The memory calls of a GPU whose RM objects (``device``, ``subdevice``, ``virtmem``, ``uuid``) are made."""
+
+    p: _Client
+    device: int
+    subdevice: int
+    virtmem: int
+    uuid: bytes
+    gpu_fd: int
+
+    @abc.abstractmethod
+    def open_gpu_fd(self, undo: Undo | None = None, what: str = "gpu fd") -> int:
+        """A fresh /dev/nvidiaN registered to the ctl fd (the GPU's)."""
+
+    def export_dmabuf(self, mem: Mem, offset: int, size: int) -> int:
+        """A new dma-buf fd of ``size`` bytes at ``offset`` in ``mem``'s RM object (vidmem of this GPU;
+        page-aligned).  The dma-buf holds the object until its last reference goes."""
+        arg = E.ExportToDmabufFd(fd=-1, hClient=self.p.root, totalObjects=1, numObjects=1, index=0, totalSize=size)
+        arg.handles[0], arg.offsets[0], arg.sizes[0] = mem.handle, offset, size
+        self.p.d.ioctl(self.gpu_fd, E.NV_ESC_EXPORT_TO_DMABUF_FD, arg, f"export {mem.what} to a dma-buf")
+        P.check_status(f"export {mem.what} to a dma-buf", arg.status)
+        return int(arg.fd)
+
+    # -- memory: each kind with its own undo list ------------------------------------------------
+    def _va(self, undo: Undo, size: int, align: int) -> int:
+        va = self.p.va
+        assert va is not None
+        at = va.alloc(size, align)
+        undo.push("free VA range", lambda: va.free(at))
+        return at
+
+    def _gpu_map(self, undo: Undo, handle: int, va: int, size: int, what: str) -> None:
+        """UVM external range, RM_MAP_MEMORY_DMA at the fixed address, UVM map external: the GPU sees it at ``va``."""
+        p = self.p
+        p.uvm(p.uvm_fd, E.UVM_CREATE_EXTERNAL_RANGE, E.UvmCreateExternalRangeParams(base=va, length=size), f"UVM external range for {what}")
+        undo.push(f"UVM free {what}", lambda: p.uvm(p.uvm_fd, E.UVM_FREE, E.UvmFreeParams(base=va, length=size), f"UVM free {what}"))
+        flags = (E.field(*E.NVOS46_FLAGS_DMA_OFFSET_FIXED, E.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE)
+                 | E.field(*E.NVOS46_FLAGS_PAGE_SIZE, E.NVOS46_FLAGS_PAGE_SIZE_4KB)
+                 | E.field(*E.NVOS46_FLAGS_CACHE_SNOOP, E.NVOS46_FLAGS_CACHE_SNOOP_ENABLE))  # fmt: skip
+        d = E.Nvos46(hClient=p.root, hDevice=self.device, hDma=self.virtmem, hMemory=handle, offset=0, length=size, flags=flags, dmaOffset=va)
+        p.d.ioctl(p.ctl, E.NV_ESC_RM_MAP_MEMORY_DMA, d, f"map {what} DMA")
+        P.check_status(f"map {what} DMA", d.status)
+
+        def unmap_dma() -> None:
+            x = E.Nvos47(hClient=p.root, hDevice=self.device, hDma=self.virtmem, hMemory=handle, dmaOffset=va, size=size)
+            p.d.ioctl(p.ctl, E.NV_ESC_RM_UNMAP_MEMORY_DMA, x, f"unmap {what} DMA")
+            P.check_status(f"unmap {what} DMA", x.status)
+
+        undo.push(f"unmap DMA {what}", unmap_dma)
+        m = E.UvmMapExternalAllocationParams(base=va, length=size, offset=0, gpuAttributesCount=1, rmCtrlFd=p.ctl, hClient=p.root, hMemory=handle)
+        ctypes.memmove(m.perGpuAttributes[0].gpuUuid, self.uuid, 16)
+        m.perGpuAttributes[0].gpuMappingType = E.UVM_GPU_MAPPING_TYPE_READ_WRITE_ATOMIC
+        p.uvm(p.uvm_fd, E.UVM_MAP_EXTERNAL_ALLOCATION, m, f"UVM map {what}")
+
+    def _cpu_map(self, undo: Undo, handle: int, va: int, size: int, *, sysmem: bool, what: str) -> int:
+        """RM_MAP_MEMORY on a fresh fd, then mmap that fd at ``va`` (0: anywhere; write-combined for VRAM).  The address."""
+        p = self.p
+        fd = p.d.open_ctl() if sysmem else self.open_gpu_fd()
+        undo.push(f"close map fd of {what}", lambda: p.d.close(fd))
+        flags = 0 if sysmem else E.field(*E.NVOS33_FLAGS_CACHING_TYPE, E.NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED)
+        arg = E.Nvos33WithFd(params=E.Nvos33(hClient=p.root, hDevice=self.device, hMemory=handle, offset=0, length=size, flags=flags), fd=fd)
+        p.d.ioctl(p.ctl, E.NV_ESC_RM_MAP_MEMORY, arg, f"map {what} to the CPU")
+        P.check_status(f"map {what} to the CPU", arg.params.status)
+        linear = int(arg.params.pLinearAddress)
+
+        def unmap_rm() -> None:
+            x = E.Nvos34(hClient=p.root, hDevice=self.device, hMemory=handle, pLinearAddress=linear)
+            p.d.ioctl(p.ctl, E.NV_ESC_RM_UNMAP_MEMORY, x, f"unmap {what} from the CPU")
+            P.check_status(f"unmap {what} from the CPU", x.status)
+
+        undo.push(f"RM unmap {what} from the CPU", unmap_rm)
+        if va:
+            p.d.mmap(va, size, PROT_RW, MAP_SHARED | MAP_FIXED, fd)
+            undo.push(f"munmap {what}", lambda: _rereserve(p.d, va, size))
+            return va
+        at = p.d.mmap(0, size, PROT_READ, MAP_SHARED, fd)
+        undo.push(f"munmap {what}", lambda: p.d.munmap(at, size))
+        return at
+
+    def vram(self, what: str, size: int, *, contiguous: bool = False, cpu: bool = True) -> Mem:
+        """VRAM (NV1_MEMORY_USER) with 2 MiB pages, mapped on the GPU and (``cpu``) to the CPU, same address."""
+        p, undo = self.p, Undo()
+        try:
+            size = round_up(size, PAGE_2M)
+            va = self._va(undo, size, PAGE_2M)
+            phys = E.NVOS32_ATTR_PHYSICALITY_CONTIGUOUS if contiguous else E.NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS
+            params = E.NvMemoryAllocationParams(
+                owner=p.root, type=E.NVOS32_TYPE_IMAGE, flags=E.VRAM_ALLOC_FLAGS, format=E.VRAM_FORMAT,
+                attr=E.field(*E.NVOS32_ATTR_PHYSICALITY, phys) | E.field(*E.NVOS32_ATTR_PAGE_SIZE, E.NVOS32_ATTR_PAGE_SIZE_HUGE),
+                attr2=(E.field(*E.NVOS32_ATTR2_ZBC, E.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC)
+                       | E.field(*E.NVOS32_ATTR2_GPU_CACHEABLE, E.NVOS32_ATTR2_GPU_CACHEABLE_YES)
+                       | E.field(*E.NVOS32_ATTR2_PAGE_SIZE_HUGE, E.NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB)),
+                size=size, alignment=PAGE_2M)  # fmt: skip
+            h = p.alloc_undo(undo, self.device, E.NV1_MEMORY_USER, params, f"VRAM {what}")
+            self._gpu_map(undo, h, va, size, what)
+            if cpu:
+                self._cpu_map(undo, h, va, size, sysmem=False, what=what)
+        except BaseException:
+            undo.unwind()
+            raise
+        return Mem(what, h, va, size, cpu, undo)
+
+    def sysmem_uncached(self, what: str, size: int, *, cpu: bool = False) -> Mem:
+        """Uncached system memory (NV1_MEMORY_SYSTEM, location PCI): a channel's error notifier.
+
+        ``cpu`` also maps it read-only to the CPU, anywhere (``va`` is then that address)."""
+        p, undo = self.p, Undo()
+        try:
+            size = round_up(size, PAGE_4K)
+            params = E.NvMemoryAllocationParams(
+                owner=p.root, type=E.NVOS32_TYPE_IMAGE, format=E.VRAM_FORMAT,
+                flags=(E.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT | E.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE
+                       | E.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED | E.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED),
+                attr=(E.field(*E.NVOS32_ATTR_LOCATION, E.NVOS32_ATTR_LOCATION_PCI)
+                      | E.field(*E.NVOS32_ATTR_PHYSICALITY, E.NVOS32_ATTR_PHYSICALITY_NONCONTIGUOUS)
+                      | E.field(*E.NVOS32_ATTR_PAGE_SIZE, E.NVOS32_ATTR_PAGE_SIZE_4KB)
+                      | E.field(*E.NVOS32_ATTR_COHERENCY, E.NVOS32_ATTR_COHERENCY_UNCACHED)),
+                attr2=(E.field(*E.NVOS32_ATTR2_ZBC, E.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC)
+                       | E.field(*E.NVOS32_ATTR2_GPU_CACHEABLE, E.NVOS32_ATTR2_GPU_CACHEABLE_NO)),
+                size=size, alignment=PAGE_4K)  # fmt: skip
+            h = p.alloc_undo(undo, self.device, E.NV01_MEMORY_SYSTEM, params, f"sysmem {what}")
+            mem = Mem(what, h, 0, size, False, undo)
+            if cpu:
+                try:
+                    sub = Undo()
+                    mem.va = self._cpu_map(sub, h, 0, size, sysmem=True, what=what)
+                    mem.cpu = True
+                    undo.steps.extend(sub.steps)
+                except (P.RmError, P.DriverError):
+                    sub.unwind()  # not mapped: the notifier is then not read (the caller says so)
+        except BaseException:
+            undo.unwind()
+            raise
+        return mem
+
+    def host(self, what: str, size: int) -> Mem:
+        """Host memory: anonymous shared pages at a chosen address, made an RM OS descriptor, GPU-mapped there."""
+        p, undo = self.p, Undo()
+        try:
+            size = round_up(size, PAGE_4K)
+            va = self._va(undo, size, PAGE_4K)
+            p.d.mmap(va, size, PROT_RW, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED)
+            undo.push(f"munmap host {what}", lambda: _rereserve(p.d, va, size))
+            ctypes.memset(va, 0, size)
+            flags = (E.field(*E.NVOS02_FLAGS_PHYSICALITY, E.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
+                     | E.field(*E.NVOS02_FLAGS_LOCATION, E.NVOS02_FLAGS_LOCATION_PCI)
+                     | E.field(*E.NVOS02_FLAGS_COHERENCY, E.NVOS02_FLAGS_COHERENCY_CACHED)
+                     | E.field(*E.NVOS02_FLAGS_MAPPING, E.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
+            arg = E.Nvos02WithFd(params=E.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
+                                                 hClass=E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=va, limit=size - 1), fd=-1)  # fmt: skip
+            p.d.ioctl(self.gpu_fd, E.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
+            P.check_status(f"OS descriptor {what}", arg.params.status)
+            h = int(arg.params.hObjectNew)
+            dev = self.device
+            undo.push(f"free OS descriptor {what}", lambda: p.free(dev, h, f"free OS descriptor {what}"))
+            self._gpu_map(undo, h, va, size, what)
+        except BaseException:
+            undo.unwind()
+            raise
+        return Mem(what, h, va, size, True, undo)
+
+    def map_host(self, what: str, address: int, size: int) -> tuple[Mem, int]:
+        """The program's own host memory ``[address, address + size)`` mapped for the GPU: its pages
+        (whole pages around it) made an RM OS descriptor, which pins them for writing while it lives,
+        GPU-mapped at an address of their own from the reservation (the host's may lie higher than the
+        GPU reaches).  ``(mem, the GPU address of address)``; ``mem.cpu`` is False (the host keeps its own).
+
+        A pin that falls short (pages not mapped or not writable, a shared mapping of a file on a
+        file system that tracks dirty pages since Linux 6.5, a lack of memory) is ``P.PinRefused``: it
+        would be refused again.  A lack of the RM's memory or of GPU addresses is ``RmError``."""
+        p, undo = self.p, Undo()
+        start = address - address % PAGE_4K
+        n = round_up(address + size, PAGE_4K) - start
+        try:
+            flags = (E.field(*E.NVOS02_FLAGS_PHYSICALITY, E.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
+                     | E.field(*E.NVOS02_FLAGS_LOCATION, E.NVOS02_FLAGS_LOCATION_PCI)
+                     | E.field(*E.NVOS02_FLAGS_COHERENCY, E.NVOS02_FLAGS_COHERENCY_CACHED)
+                     | E.field(*E.NVOS02_FLAGS_MAPPING, E.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
+            arg = E.Nvos02WithFd(params=E.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
+                                                 hClass=E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=start, limit=n - 1), fd=-1)  # fmt: skip
+            p.d.ioctl(self.gpu_fd, E.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
+            if arg.params.status:
+                raise P.PinRefused(
+                    f"the kernel driver will not pin the {n // PAGE_4K} page(s) at {start:#x} for the GPU "
+                    f"({P.status_name(arg.params.status)}): pages not mapped or not writable, a shared mapping of a file "
+                    "on a file system that tracks dirty pages (ext4, xfs: Linux 6.5 and later refuse those), or no memory to pin"
+                )
+            h = int(arg.params.hObjectNew)
+            dev = self.device
+            undo.push(f"free OS descriptor {what}", lambda: p.free(dev, h, f"free OS descriptor {what}"))
+            va = self._va(undo, n, PAGE_4K)
+            self._gpu_map(undo, h, va, n, what)
+        except BaseException:
+            undo.unwind()
+            raise
+        return Mem(what, h, va, n, False, undo), va + (address - start)
+
+    # -- the OS event fd ----------------------------------------------------------------------
+    def os_event(self, undo: Undo) -> int:
+        """A ctl fd that becomes readable at the GPU's non-stall interrupts (NON_STALL_INTERRUPT after a release).
+
+        The caller owns the fd and closes it, after ``undo`` (which frees the RM's event objects
+        through it) has run and once no event loop reads it any more; if this fails, the fd is
+        closed here."""
+        p = self.p
+        ev = p.d.open_ctl()  # blocking: poll on it must wait
+        mark = len(undo.steps)
+        try:
+            arg = E.AllocOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
+            p.d.ioctl(ev, E.NV_ESC_ALLOC_OS_EVENT, arg, "alloc OS event")
+            P.check_status("alloc OS event", arg.Status)
+
+            def free_os_event() -> None:
+                f = E.FreeOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
+                p.d.ioctl(ev, E.NV_ESC_FREE_OS_EVENT, f, "free OS event")
+                P.check_status("free OS event", f.Status)
+
+            undo.push("free OS event", free_os_event)
+            notify = E.NV2080_NOTIFIERS_FIFO_EVENT_MTHD | E.NV01_EVENT_NONSTALL_INTR | E.NV01_EVENT_WITHOUT_EVENT_DATA | E.NV01_EVENT_SUBDEVICE_SPECIFIC
+            p.alloc_undo(undo, self.subdevice, E.NV01_EVENT_OS_EVENT,
+                         E.Nv0005AllocParameters(hParentClient=p.root, hSrcResource=self.subdevice, hClass=E.NV01_EVENT_OS_EVENT, notifyIndex=notify, data=ev),
+                         "OS event object")  # fmt: skip
+        except BaseException:
+            undo.unwind_to(mark)
+            p.d.close(ev)
+            raise
+        return ev
