@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ._common import Config, error_record, log
+from ._cuda import gpu_name
 
 #: name -> (module, needs a CUDA GPU), in the order they run.  The fault
 #: benchmark runs first in its own process; idle and arig-only loop work run
@@ -135,21 +136,6 @@ def _gpu_count() -> tuple[int, str | None]:
         return 0, f"{type(exc).__name__}: {exc}"
 
 
-def _gpu_name() -> str | None:
-    try:
-        import ctypes
-
-        from arig.cuda._lib import lib
-
-        name = ctypes.create_string_buffer(256)
-        dev = ctypes.c_int()
-        if lib.cuDeviceGet(ctypes.byref(dev), 0) == 0 and lib.cuDeviceGetName(name, 256, dev.value) == 0:
-            return name.value.decode()
-    except Exception:  # noqa: BLE001
-        pass
-    return None
-
-
 def _watchdog(seconds: float, results: Results, state: dict[str, Any], out_dir: Path) -> threading.Timer:
     def fire() -> None:
         log(f"ran past --max-seconds {seconds:.0f} during {state.get('current')}: writing what is done and exiting")
@@ -211,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     gpus, why = (_gpu_count() if any(BENCHMARKS[n][1] for n in names) else (0, "not asked"))
     meta["cuda_gpus"] = gpus
     if gpus:
-        meta["gpu"] = _gpu_name()
+        meta["gpu"] = gpu_name()
         try:
             from ._cuda import get_raw
 
