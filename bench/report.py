@@ -6,6 +6,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ._stats import dig
+
 __all__ = ["table", "plots", "goals", "GOALS", "PLOT_FILES"]
 
 PLOT_FILES = ("latency.png", "concurrency.png", "overhead.png")
@@ -36,14 +38,6 @@ def _f(x: Any) -> str:
     return str(x)
 
 
-def _g(d: Any, *path: Any) -> Any:
-    for p in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(p)
-    return d
-
-
 def _ratio(x: Any) -> str:
     return "–" if x is None else f"{x:.2f}×"
 
@@ -69,7 +63,7 @@ def _latency_rows(methods: dict[str, Any]) -> list[list[Any]]:
         for us, r in per.items():
             lat = r["latency_us"]
             rows.append([name, us, lat.get("median"), lat.get("p99"), lat.get("iqr"), r.get("overhead_us"),
-                         _g(r, "cpu_us_per_wait", "median"), _ratio(_g(m, "vs_arig", us, "latency")), _ratio(_g(m, "vs_arig", us, "cpu_per_wait"))])
+                         dig(r, "cpu_us_per_wait", "median"), _ratio(dig(m, "vs_arig", us, "latency")), _ratio(dig(m, "vs_arig", us, "cpu_per_wait"))])
     return rows
 
 
@@ -81,9 +75,9 @@ def _conc_row(name: str, r: dict[str, Any]) -> list[Any]:
     if "error" in r:
         return [name, r.get("tasks"), "error: " + r["error"][:60], "", "", "", "", "", "", ""]
     idle = r.get("gpu_idle_share_est")
-    return [name, r["tasks"], _g(r, "completions_per_s_windows", "median"), _g(r, "completions_per_s_windows", "iqr"),
-            _g(r, "latency_us", "median"), _g(r, "latency_us", "p99"), r.get("longest_stall_ms"), r.get("cpu_us_per_completion"),
-            "–" if idle is None else f"{idle * 100:.1f} %", _ratio(_g(r, "vs_arig", "completions_per_s"))]
+    return [name, r["tasks"], dig(r, "completions_per_s_windows", "median"), dig(r, "completions_per_s_windows", "iqr"),
+            dig(r, "latency_us", "median"), dig(r, "latency_us", "p99"), r.get("longest_stall_ms"), r.get("cpu_us_per_completion"),
+            "–" if idle is None else f"{idle * 100:.1f} %", _ratio(dig(r, "vs_arig", "completions_per_s"))]
 
 
 def table(results: dict[str, Any]) -> str:
@@ -93,36 +87,36 @@ def table(results: dict[str, Any]) -> str:
              f"{meta.get('date', '')} · {meta.get('host', '')} · {meta.get('cpu', '')} · Python {meta.get('python', '')} · GPU: {meta.get('gpu', 'none')}", "",
              "Medians over many runs; p99 and IQR beside them; ratios are measured in this same run.", ""]
 
-    lat = _g(b, "latency", "methods")
+    lat = dig(b, "latency", "methods")
     if lat:
         lines += _md("1. Completion latency and CPU per wait (GPU, one task)", _LAT_HEAD, _latency_rows(lat))
 
     lines += _latency_notes(lat or {})
 
     rows = []
-    for r in _g(b, "concurrency", "arig") or []:
+    for r in dig(b, "concurrency", "arig") or []:
         rows.append(_conc_row("arig (GPU)", r))
     for group in ("variants", "baselines"):
-        for name, r in (_g(b, "concurrency", group) or {}).items():
+        for name, r in (dig(b, "concurrency", group) or {}).items():
             if "tasks" in r or "error" in r:
                 rows.append(_conc_row(name, {"tasks": 64, **r}))
     if rows:
         lines += _md("2. Concurrency sweep (GPU, empty kernel; arig: native Launch on the default loop unless named)", _CONC_HEAD, rows)
-    vs = _g(b, "concurrency", "arig_over_torch_poll")
+    vs = dig(b, "concurrency", "arig_over_torch_poll")
     if vs:
         lines += ["arig ÷ torch_poll at 64 tasks (same run), completions/s and CPU per completion: "
                   + "; ".join(f"{n} {_ratio(v.get('completions_per_s'))} /s, {_ratio(v.get('cpu_per_completion'))} CPU" for n, v in vs.items()), ""]
-    gk = _g(b, "concurrency", "gpu_time_per_kernel", "graph_us_per_kernel", "median")
+    gk = dig(b, "concurrency", "gpu_time_per_kernel", "graph_us_per_kernel", "median")
     if gk is not None:
         lines += [f"GPU idle share estimated with {gk:.3f} µs of GPU time per empty kernel (in-graph, this run): an upper bound.", ""]
 
-    sub = _g(b, "submit", "methods")
+    sub = dig(b, "submit", "methods")
     if sub:
         rows = []
         for name, r in sub.items():
             if "cpu_us_per_submit" in r:
-                rows.append([name, _g(r, "cpu_us_per_submit", "median"), _g(r, "cpu_us_per_submit", "p99"), _g(r, "cpu_us_per_submit", "iqr"),
-                             _g(r, "loop_thread_cpu_us_per_submit", "median"), _g(r, "wall_us_per_submit", "median"), _ratio(r.get("vs_raw_ctypes"))])
+                rows.append([name, dig(r, "cpu_us_per_submit", "median"), dig(r, "cpu_us_per_submit", "p99"), dig(r, "cpu_us_per_submit", "iqr"),
+                             dig(r, "loop_thread_cpu_us_per_submit", "median"), dig(r, "wall_us_per_submit", "median"), _ratio(r.get("vs_raw_ctypes"))])
         lines += _md("3. Submit overhead (empty kernel, CPU µs per launch; median over blocks)",
                      ["method", "CPU µs/submit p50", "p99", "IQR", "loop-thread CPU µs", "wall µs", "×raw ctypes"], rows)
         paths = sorted({str(r["completion"]) for r in sub.values() if isinstance(r, dict) and r.get("completion")})
@@ -136,14 +130,14 @@ def table(results: dict[str, Any]) -> str:
             for mode in ("graph_async", "graph_on_loop"):
                 r = res.get(mode, {})
                 if "longest_stall_ms" in r:
-                    rows.append([mode, f"{int(n):,} kernels", _g(r, "longest_stall_ms", "median"), _g(r, "longest_stall_ms", "max"), _g(r, "action_ms", "median"),
-                                 _g(r, "submitter_max_us", "median"), _ratio(res.get("stall_on_loop_over_async")) if mode == "graph_on_loop" else ""])
+                    rows.append([mode, f"{int(n):,} kernels", dig(r, "longest_stall_ms", "median"), dig(r, "longest_stall_ms", "max"), dig(r, "action_ms", "median"),
+                                 dig(r, "submitter_max_us", "median"), _ratio(res.get("stall_on_loop_over_async")) if mode == "graph_on_loop" else ""])
         pn = lp.get("pinned") or {}
         for mode in ("pinned_arig", "pinned_on_loop"):
             r = pn.get(mode, {})
             if "longest_stall_ms" in r:
-                rows.append([mode, f"{pn.get('buffers')} × {pn.get('bytes_each', 0) >> 20} MiB", _g(r, "longest_stall_ms", "median"), _g(r, "longest_stall_ms", "max"),
-                             _g(r, "action_ms", "median"), _g(r, "submitter_max_us", "median"), _ratio(pn.get("stall_on_loop_over_arig")) if mode == "pinned_on_loop" else ""])
+                rows.append([mode, f"{pn.get('buffers')} × {pn.get('bytes_each', 0) >> 20} MiB", dig(r, "longest_stall_ms", "median"), dig(r, "longest_stall_ms", "max"),
+                             dig(r, "action_ms", "median"), dig(r, "submitter_max_us", "median"), _ratio(pn.get("stall_on_loop_over_arig")) if mode == "pinned_on_loop" else ""])
         lines += _md("4. Event-loop responsiveness (another task keeps submitting meanwhile)",
                      ["action", "size", "longest stall ms p50", "max", "action ms p50", "submitter worst latency µs p50", "stall ×arig"], rows)
 
@@ -154,8 +148,8 @@ def table(results: dict[str, Any]) -> str:
             for mode in ("arig_update", "arig_reinstantiate", "torch_cudagraph"):
                 r = res.get(mode, {})
                 if "cpu_us_per_replay" in r:
-                    rows.append([n, mode, _g(r, "cpu_us_per_replay", "median"), _g(r, "cpu_us_per_replay", "p99"), _g(r, "cpu_us_per_replay", "iqr"),
-                                 _ratio(_g(res, "vs_arig_update", mode)) if mode != "arig_update" else "", r.get("verified")])
+                    rows.append([n, mode, dig(r, "cpu_us_per_replay", "median"), dig(r, "cpu_us_per_replay", "p99"), dig(r, "cpu_us_per_replay", "iqr"),
+                                 _ratio(dig(res, "vs_arig_update", mode)) if mode != "arig_update" else "", r.get("verified")])
                 elif r:
                     rows.append([n, mode, "error" if "error" in r else "skipped", "", "", "", ""])
         lines += _md("5. Graph replay with arguments changing every run (store kernels; CPU µs per replay)",
@@ -163,20 +157,20 @@ def table(results: dict[str, Any]) -> str:
         gt = rp.get("gpu_time_per_kernel") or {}
         if "graph_us_per_kernel" in gt:
             lines += _md("5b. GPU time per empty kernel (events, 1,000 kernels)", ["how", "µs/kernel p50", "p99", "IQR", "ratio"],
-                         [["graph of 1,000", _g(gt, "graph_us_per_kernel", "median"), _g(gt, "graph_us_per_kernel", "p99"), _g(gt, "graph_us_per_kernel", "iqr"), ""],
-                          ["1,000 launches in one fill", _g(gt, "launches_us_per_kernel", "median"), _g(gt, "launches_us_per_kernel", "p99"),
-                           _g(gt, "launches_us_per_kernel", "iqr"), _ratio(gt.get("launches_over_graph"))]])
+                         [["graph of 1,000", dig(gt, "graph_us_per_kernel", "median"), dig(gt, "graph_us_per_kernel", "p99"), dig(gt, "graph_us_per_kernel", "iqr"), ""],
+                          ["1,000 launches in one fill", dig(gt, "launches_us_per_kernel", "median"), dig(gt, "launches_us_per_kernel", "p99"),
+                           dig(gt, "launches_us_per_kernel", "iqr"), _ratio(gt.get("launches_over_graph"))]])
 
     ft = b.get("fault")
     if isinstance(ft, dict) and "summary" in ft:
         s = ft["summary"]
-        rows = [[k, _g(s, k, "median"), _g(s, k, "p99"), _g(s, k, "iqr"), _g(s, k, "n")] for k in
+        rows = [[k, dig(s, k, "median"), dig(s, k, "p99"), dig(s, k, "iqr"), dig(s, k, "n")] for k in
                 ("first_fail_ms", "fanout_ms", "submit_after_loss_us", "stop_ms", "reopen_ms", "saxpy_after_reopen_ms") if isinstance(s.get(k), dict)]
         lines += _md("6. Failure fan-out (illegal address, 100 waiters; subprocess)", ["figure", "p50", "p99", "IQR", "cycles"], rows)
         lines += [f"all waiters failed with DeviceLost: {_f(s.get('all_waiters_lost'))}; submit after loss raised: {s.get('submit_after_loss_raised')}; "
                   f"saxpy correct after reopen: {_f(s.get('saxpy_after_reopen_ok'))}; cold open {_f(s.get('cold_open_ms'))} ms", ""]
 
-    idle = _g(b, "idle", "cases")
+    idle = dig(b, "idle", "cases")
     if isinstance(idle, dict):
         rows = []
         for case, r in idle.items():
@@ -187,7 +181,7 @@ def table(results: dict[str, Any]) -> str:
                              r.get("max_thread_cpu_pct"), busy])
             elif r:
                 rows.append([case, "error: " + r["error"][:60] if "error" in r else "skipped", r.get("loop") or "", "", "", "", ""])
-        lines += _md(f"8. Idle: {_f(_g(b, 'idle', 'sleep_s'))} s asleep with nothing pending, after {_g(b, 'idle', 'kernels_before')} kernels",
+        lines += _md(f"8. Idle: {_f(dig(b, 'idle', 'sleep_s'))} s asleep with nothing pending, after {dig(b, 'idle', 'kernels_before')} kernels",
                      ["case", "completion", "loop", "process CPU (% of a core)", "threads", "busiest thread %", "threads on CPU (ms over the sleep)"], rows)
 
     h = b.get("host")
@@ -195,8 +189,8 @@ def table(results: dict[str, Any]) -> str:
         hl = h.get("latency") or {}
         if "latency_us" in hl:
             lines += _md("7. Host device (arig.host.cpu()): no-op fill, one task", ["figure", "p50", "p99", "IQR", "n"],
-                         [["latency µs", _g(hl, "latency_us", "median"), _g(hl, "latency_us", "p99"), _g(hl, "latency_us", "iqr"), _g(hl, "latency_us", "n")],
-                          ["CPU/wait µs", _g(hl, "cpu_us_per_wait", "median"), _g(hl, "cpu_us_per_wait", "p99"), _g(hl, "cpu_us_per_wait", "iqr"), _g(hl, "cpu_us_per_wait", "n")]])
+                         [["latency µs", dig(hl, "latency_us", "median"), dig(hl, "latency_us", "p99"), dig(hl, "latency_us", "iqr"), dig(hl, "latency_us", "n")],
+                          ["CPU/wait µs", dig(hl, "cpu_us_per_wait", "median"), dig(hl, "cpu_us_per_wait", "p99"), dig(hl, "cpu_us_per_wait", "iqr"), dig(hl, "cpu_us_per_wait", "n")]])
         hc = h.get("concurrency")
         if isinstance(hc, list):
             lines += _md("7b. Host device concurrency sweep", _CONC_HEAD, [_conc_row("arig (host)", r) for r in hc])
@@ -208,8 +202,8 @@ def table(results: dict[str, Any]) -> str:
             if "latency_us" in r:
                 m = r.get("tasks_64", {})
                 vs = r.get("vs_arig_adopt", {})
-                rows.append([name, _g(r, "latency_us", "median"), _g(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), m.get("completions_per_s"),
-                             _g(m, "latency_us", "p99"), m.get("cpu_us_per_completion"), _ratio(vs.get("completions_per_s")) if name != "arig_adopt" else ""])
+                rows.append([name, dig(r, "latency_us", "median"), dig(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), m.get("completions_per_s"),
+                             dig(m, "latency_us", "p99"), m.get("cpu_us_per_completion"), _ratio(vs.get("completions_per_s")) if name != "arig_adopt" else ""])
             else:
                 rows.append([name, "error" if "error" in r else "skipped", "", "", "", "", "", ""])
         lines += _md(f"9. Awaiting a PyTorch stream ({io.get('work', '')})",
@@ -221,8 +215,8 @@ def table(results: dict[str, Any]) -> str:
         for kind, r in nvb["devices"].items():
             if "empty" in r:
                 m = r.get("tasks_64", {})
-                rows.append([r.get("device", kind), _g(r, "empty", "latency_us", "median"), _g(r, "empty", "cpu_us_per_wait"), _g(r, "spin_1ms", "over_kernel_us"),
-                             _g(r, "spin_1ms", "cpu_us_per_wait"), m.get("completions_per_s"), m.get("cpu_us_per_completion"), _g(r, "submit_cpu_us", "median")])
+                rows.append([r.get("device", kind), dig(r, "empty", "latency_us", "median"), dig(r, "empty", "cpu_us_per_wait"), dig(r, "spin_1ms", "over_kernel_us"),
+                             dig(r, "spin_1ms", "cpu_us_per_wait"), m.get("completions_per_s"), m.get("cpu_us_per_completion"), dig(r, "submit_cpu_us", "median")])
             else:
                 rows.append([kind, "error: " + str(r.get("error", ""))[:60], "", "", "", "", "", ""])
         lines += _md("10. The NV device (kernel driver, no libcuda) beside the CUDA device (same cubin)",
@@ -337,8 +331,8 @@ def _derived(b: dict[str, Any]) -> dict[str, Any]:
     """Figures the goals need that no benchmark stores: spin loop over torch poll at 0 µs."""
     b = dict(b)
     lat = b.get("latency")
-    spin = _g(lat, "methods", "arig_spinloop", "by_kernel_us", "0", "latency_us", "median")
-    poll = _g(lat, "methods", "torch_poll", "by_kernel_us", "0", "latency_us", "median")
+    spin = dig(lat, "methods", "arig_spinloop", "by_kernel_us", "0", "latency_us", "median")
+    poll = dig(lat, "methods", "torch_poll", "by_kernel_us", "0", "latency_us", "median")
     if isinstance(lat, dict) and spin is not None and poll:
         lat = dict(lat)
         lat["methods"] = dict(lat["methods"])
@@ -437,8 +431,8 @@ def _plot_latency(results: dict[str, Any], path: Path) -> str:
     import matplotlib.pyplot as plt
 
     b = results.get("benchmarks", {})
-    methods = _g(b, "latency", "methods") or {}
-    host = _g(b, "host", "latency") or {}
+    methods = dig(b, "latency", "methods") or {}
+    host = dig(b, "host", "latency") or {}
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
     (a1, a2), (a3, a4) = axes
     have = {n: m["by_kernel_us"] for n, m in methods.items() if m.get("by_kernel_us")}
@@ -468,7 +462,7 @@ def _plot_latency(results: dict[str, Any], path: Path) -> str:
             us = list(have.get("arig", {}))
             width = 0.8 / max(1, len(names))
             for i, n in enumerate(names):
-                vals = [_g(methods[n], "vs_arig", u, "latency") or 0 for u in us]
+                vals = [dig(methods[n], "vs_arig", u, "latency") or 0 for u in us]
                 a3.bar([j + i * width for j in range(len(us))], vals, width, label=n, color=COLORS.get(n))
             a3.axhline(1.0, color="k", lw=0.8)
             a3.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(us))], [f"{u} µs" for u in us])
@@ -488,11 +482,7 @@ def _plot_latency(results: dict[str, Any], path: Path) -> str:
         a4.set_title("host device, no-op fill (p50, IQR, p99 dash)", fontsize=10)
     else:
         _empty(a4, "no host run")
-    _caption(fig, results)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return "ok"
+    return _save(fig, results, path, bottom=0.03)
 
 
 def _plot_concurrency(results: dict[str, Any], path: Path) -> str:
@@ -500,13 +490,13 @@ def _plot_concurrency(results: dict[str, Any], path: Path) -> str:
 
     b = results.get("benchmarks", {})
     series = {}
-    gpu = [r for r in (_g(b, "concurrency", "arig") or []) if "completions_per_s" in r]
-    host = [r for r in (_g(b, "host", "concurrency") or []) if isinstance(r, dict) and "completions_per_s" in r]
+    gpu = [r for r in (dig(b, "concurrency", "arig") or []) if "completions_per_s" in r]
+    host = [r for r in (dig(b, "host", "concurrency") or []) if isinstance(r, dict) and "completions_per_s" in r]
     if gpu:
         series["arig GPU"] = gpu
     if host:
         series["arig host"] = host
-    base = {n: r for group in ("variants", "baselines") for n, r in (_g(b, "concurrency", group) or {}).items() if "completions_per_s" in r}
+    base = {n: r for group in ("variants", "baselines") for n, r in (dig(b, "concurrency", group) or {}).items() if "completions_per_s" in r}
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
     if not series and not base:
         for ax in axes:
@@ -532,11 +522,7 @@ def _plot_concurrency(results: dict[str, Any], path: Path) -> str:
             ax.set_title(t, fontsize=10)
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=8)
-    _caption(fig, results)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return "ok"
+    return _save(fig, results, path, bottom=0.05)
 
 
 def _plot_overhead(results: dict[str, Any], path: Path) -> str:
@@ -545,7 +531,7 @@ def _plot_overhead(results: dict[str, Any], path: Path) -> str:
     b = results.get("benchmarks", {})
     fig, axes = plt.subplots(2, 2, figsize=(14, 9))
     (a1, a2), (a3, a4) = axes
-    sub = {n: r for n, r in (_g(b, "submit", "methods") or {}).items() if "cpu_us_per_submit" in r}
+    sub = {n: r for n, r in (dig(b, "submit", "methods") or {}).items() if "cpu_us_per_submit" in r}
     if sub:
         names = list(sub)
         s = [sub[n]["cpu_us_per_submit"] for n in names]
@@ -575,7 +561,7 @@ def _plot_overhead(results: dict[str, Any], path: Path) -> str:
         a2.set_title("4. longest event-loop stall (p50 bar, max dash)", fontsize=10)
     else:
         _empty(a2, "no loop run")
-    nodes = _g(b, "replay", "nodes") or {}
+    nodes = dig(b, "replay", "nodes") or {}
     plotted = False
     for mode in ("arig_update", "arig_reinstantiate", "torch_cudagraph"):
         pts = [(int(n), res[mode]["cpu_us_per_replay"]) for n, res in nodes.items() if "cpu_us_per_replay" in res.get(mode, {})]
@@ -592,8 +578,8 @@ def _plot_overhead(results: dict[str, Any], path: Path) -> str:
         a3.legend(fontsize=8)
     else:
         _empty(a3, "no replay run")
-    gt = _g(b, "replay", "gpu_time_per_kernel") or {}
-    s = _g(b, "fault", "summary")
+    gt = dig(b, "replay", "gpu_time_per_kernel") or {}
+    s = dig(b, "fault", "summary")
     if "graph_us_per_kernel" in gt:
         vals = [gt["graph_us_per_kernel"], gt.get("launches_us_per_kernel", {})]
         a4.bar([0, 1], [v.get("median", 0) for v in vals], color=["tab:green", "tab:gray"])
@@ -606,16 +592,24 @@ def _plot_overhead(results: dict[str, Any], path: Path) -> str:
     if s:
         text = "\n".join([
             "failure fan-out (100 waiters, subprocess)",
-            f"first fail p50 {_f(_g(s, 'first_fail_ms', 'median'))} ms",
-            f"all failed p50 {_f(_g(s, 'fanout_ms', 'median'))} ms (p99 {_f(_g(s, 'fanout_ms', 'p99'))})",
-            f"submit after loss {_f(_g(s, 'submit_after_loss_us', 'median'))} µs",
-            f"stop {_f(_g(s, 'stop_ms', 'median'))} ms · reopen {_f(_g(s, 'reopen_ms', 'median'))} ms",
+            f"first fail p50 {_f(dig(s, 'first_fail_ms', 'median'))} ms",
+            f"all failed p50 {_f(dig(s, 'fanout_ms', 'median'))} ms (p99 {_f(dig(s, 'fanout_ms', 'p99'))})",
+            f"submit after loss {_f(dig(s, 'submit_after_loss_us', 'median'))} µs",
+            f"stop {_f(dig(s, 'stop_ms', 'median'))} ms · reopen {_f(dig(s, 'reopen_ms', 'median'))} ms",
             f"saxpy after reopen ok: {_f(s.get('saxpy_after_reopen_ok'))}",
         ])
         a4.text(0.98, 0.97, text, transform=a4.transAxes, ha="right", va="top", fontsize=8, family="monospace",
                 bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})
+    return _save(fig, results, path, bottom=0.03)
+
+
+def _save(fig: Any, results: dict[str, Any], path: Path, bottom: float) -> str:
+    """Caption ``fig``, lay it out above the caption (``bottom``: the share of the height the
+    caption takes), write it to ``path`` and close it."""
+    import matplotlib.pyplot as plt
+
     _caption(fig, results)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return "ok"

@@ -21,7 +21,16 @@ def _forward_fill(queue: Any, arg: tuple[Weights, np.ndarray, np.ndarray], v: in
     queue.enqueue(forward_into, *arg)
 
 
-class ArigHost(ArigRunner):
+class _OnHost:
+    """A runner of the model on the CPU, with its weights."""
+
+    device = "host"
+
+    def __init__(self) -> None:
+        self.w = weights()
+
+
+class ArigHost(_OnHost, ArigRunner):
     """``v = await dev.submit(fill, (weights, x, out)); await dev.wait(v)`` on ``arig.host.cpu()``.
 
     The device's one worker is the model's ordered lane, as a stream is on a
@@ -30,11 +39,7 @@ class ArigHost(ArigRunner):
     """
 
     server = "arig"
-    device = "host"
     how = "fill enqueues forward(x, out) on the host device's worker; v = await dev.submit(fill, arg); await dev.wait(v)"
-
-    def __init__(self) -> None:
-        self.w = weights()
 
     async def start(self) -> None:
         self.dev = await arig.open(arig.host.cpu(), stop_timeout=10.0)
@@ -46,15 +51,11 @@ class ArigHost(ArigRunner):
         return out
 
 
-class BaselineHost(BaselineRunner):
+class BaselineHost(_OnHost, BaselineRunner):
     """``await loop.run_in_executor(None, forward, x, out)``: the common way to keep numpy off the loop."""
 
     server = "baseline"
-    device = "host"
     how = "await loop.run_in_executor(None, forward, x, out)"
-
-    def __init__(self) -> None:
-        self.w = weights()
 
     async def start(self) -> None:
         pass
