@@ -155,9 +155,8 @@ def _watchdog(seconds: float, results: Results, state: dict[str, Any], out_dir: 
 
 
 def _finish(results: Results, out_dir: Path, plots: bool = True) -> None:
-    from .report import goals
-    from .report import plots as make_plots
-    from .report import table
+    from ._plots import plots as make_plots
+    from .report import goals, table
 
     try:
         results.data["goals"] = goals(results.data)

@@ -1,5 +1,5 @@
 """Summaries: every figure is a median over many runs, with p99 and IQR; ``dig`` reads one
-back out of the nested results."""
+back out of the nested results, ``fmt`` writes one as the table and the plots print it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["summarize", "ratio", "windows_rate", "dig"]
+__all__ = ["summarize", "ratio", "windows_rate", "dig", "fmt"]
 
 
 def summarize(samples: Iterable[float], scale: float = 1.0) -> dict[str, Any]:
@@ -62,3 +62,24 @@ def dig(d: Any, *path: Any) -> Any:
             return None
         d = d.get(p)
     return d
+
+
+def fmt(x: Any) -> str:
+    """A figure as the table and the plots print it: thousands separated, three significant
+    digits or so, "–" for none, "yes"/"NO" for a flag."""
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return "yes" if x else "NO"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        a = abs(x)
+        if a >= 1000:
+            return f"{x:,.0f}"
+        if a >= 100:
+            return f"{x:.0f}"
+        if a >= 10:
+            return f"{x:.1f}"
+        return f"{x:.2f}"
+    return str(x)
