@@ -170,6 +170,35 @@ def _finish(results: Results, out_dir: Path, plots: bool = True) -> None:
     print(text, flush=True)
 
 
+def _prepare_gpu(meta: dict[str, Any], names: list[str]) -> tuple[int, str | None]:
+    """How many CUDA GPUs there are (and why none) where a chosen benchmark needs one; with
+    one, its name in ``meta`` and the raw context made current on this thread for the run."""
+    gpus, why = (_gpu_count() if any(BENCHMARKS[n][1] for n in names) else (0, "not asked"))
+    meta["cuda_gpus"] = gpus
+    if gpus:
+        meta["gpu"] = gpu_name()
+        try:
+            from ._cuda import get_raw
+
+            get_raw()  # the primary context, held and current on this thread for the whole run
+        except Exception as exc:  # noqa: BLE001
+            meta["raw_cuda_error"] = error_record(exc)
+    return gpus, why
+
+
+def _run_one(name: str, module: str, cfg: Config) -> dict[str, Any]:
+    """One benchmark's results (its error record where it raised), with how long it took."""
+    log(f"{name}: start")
+    t0 = time.perf_counter()
+    try:
+        res: dict[str, Any] = importlib.import_module(module).run(cfg)
+    except Exception as exc:  # noqa: BLE001 - one benchmark's failure must not end the run
+        res = error_record(exc)
+        log(f"{name}: {res['error']}")
+    res["seconds"] = round(time.perf_counter() - t0, 2)
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--out", default=str(ROOT / "out" / "bench"), help="directory for results.json, table.md and the PNGs (default: out/bench)")
@@ -193,16 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     dog = _watchdog(max_s, results, state, out_dir)
     t_start = time.perf_counter()
 
-    gpus, why = (_gpu_count() if any(BENCHMARKS[n][1] for n in names) else (0, "not asked"))
-    meta["cuda_gpus"] = gpus
-    if gpus:
-        meta["gpu"] = gpu_name()
-        try:
-            from ._cuda import get_raw
-
-            get_raw()  # the primary context, held and current on this thread for the whole run
-        except Exception as exc:  # noqa: BLE001
-            meta["raw_cuda_error"] = error_record(exc)
+    gpus, why = _prepare_gpu(meta, names)
     results.write()
 
     for name in names:
@@ -211,16 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             benches[name] = {"skipped": "no CUDA GPU here (arig.cuda.count() == 0)" + (f": {why}" if why and why != "not asked" else "")}
             continue
         state["current"] = name
-        log(f"{name}: start")
-        t0 = time.perf_counter()
-        try:
-            res = importlib.import_module(module).run(cfg)
-        except Exception as exc:  # noqa: BLE001 - one benchmark's failure must not end the run
-            res = error_record(exc)
-            log(f"{name}: {res['error']}")
-        res["seconds"] = round(time.perf_counter() - t0, 2)
-        benches[name] = res
-        log(f"{name}: done in {res['seconds']:.1f} s")
+        benches[name] = _run_one(name, module, cfg)
+        log(f"{name}: done in {benches[name]['seconds']:.1f} s")
         gc.collect()
         results.write()
 

@@ -168,8 +168,6 @@ async def _child(repeat: int, waiters: int) -> dict[str, Any]:
     import arig
     import arig.cuda
 
-    from ._stats import summarize
-
     out: dict[str, Any] = {"repeat": repeat, "cycles": [], "opens": []}
     pc = time.perf_counter
     for k in range(repeat + 1):
@@ -199,6 +197,14 @@ async def _child(repeat: int, waiters: int) -> dict[str, Any]:
                 await dev.stop()
             except Exception:  # noqa: BLE001
                 pass
+    _summarize(out)
+    return out
+
+
+def _summarize(out: dict[str, Any]) -> None:
+    """``out["summary"]`` over the cycles and opens that completed; ``out["error"]`` where none did."""
+    from ._stats import summarize
+
     cyc = [c for c in out["cycles"] if "error" not in c]
     if not cyc:
         errs = [o["error"] for o in out["opens"] if "error" in o] + [c["error"] for c in out["cycles"] if "error" in c]
@@ -216,7 +222,6 @@ async def _child(repeat: int, waiters: int) -> dict[str, Any]:
         "submit_after_loss_raised": sorted({str(c["submit_after_loss"]["raised"]) for c in cyc}),
         "saxpy_after_reopen_ok": bool(reopen) and all(o.get("saxpy", {}).get("ok") for o in reopen),
     }
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
