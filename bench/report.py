@@ -212,33 +212,35 @@ def _interop_section(b: dict[str, Any]) -> list[str]:
     io = b.get("interop")
     if not (isinstance(io, dict) and io.get("methods")):
         return []
-    rows = []
-    for name, r in io["methods"].items():
-        if "latency_us" in r:
-            m = r.get("tasks_64", {})
-            vs = r.get("vs_arig_adopt", {})
-            rows.append([name, dig(r, "latency_us", "median"), dig(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), m.get("completions_per_s"),
-                         dig(m, "latency_us", "p99"), m.get("cpu_us_per_completion"), _ratio(vs.get("completions_per_s")) if name != "arig_adopt" else ""])
-        else:
-            rows.append([name, "error" if "error" in r else "skipped", "", "", "", "", "", ""])
     return _md(f"9. Awaiting a PyTorch stream ({io.get('work', '')})",
-               ["method", "1 task p50 µs", "p99", "CPU µs/wait", "64 tasks /s", "p99 µs", "CPU µs/completion", "/s ×arig_adopt"], rows)
+               ["method", "1 task p50 µs", "p99", "CPU µs/wait", "64 tasks /s", "p99 µs", "CPU µs/completion", "/s ×arig_adopt"],
+               [_interop_row(name, r) for name, r in io["methods"].items()])
+
+
+def _interop_row(name: str, r: dict[str, Any]) -> list[Any]:
+    if "latency_us" not in r:
+        return [name, "error" if "error" in r else "skipped", "", "", "", "", "", ""]
+    m = r.get("tasks_64", {})
+    vs = r.get("vs_arig_adopt", {})
+    return [name, dig(r, "latency_us", "median"), dig(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), m.get("completions_per_s"),
+            dig(m, "latency_us", "p99"), m.get("cpu_us_per_completion"), _ratio(vs.get("completions_per_s")) if name != "arig_adopt" else ""]
 
 
 def _nv_section(b: dict[str, Any]) -> list[str]:
     nvb = b.get("nv")
     if not (isinstance(nvb, dict) and nvb.get("devices")):
         return []
-    rows = []
-    for kind, r in nvb["devices"].items():
-        if "empty" in r:
-            m = r.get("tasks_64", {})
-            rows.append([r.get("device", kind), dig(r, "empty", "latency_us", "median"), dig(r, "empty", "cpu_us_per_wait"), dig(r, "spin_1ms", "over_kernel_us"),
-                         dig(r, "spin_1ms", "cpu_us_per_wait"), m.get("completions_per_s"), m.get("cpu_us_per_completion"), dig(r, "submit_cpu_us", "median")])
-        else:
-            rows.append([kind, "error: " + str(r.get("error", ""))[:60], "", "", "", "", "", ""])
     return _md("10. The NV device (kernel driver, no libcuda) beside the CUDA device (same cubin)",
-               ["device", "empty p50 µs", "CPU/wait µs", "1 ms: p50 − kernel µs", "1 ms: CPU/wait µs", "64 tasks /s", "CPU/completion µs", "submit CPU µs"], rows)
+               ["device", "empty p50 µs", "CPU/wait µs", "1 ms: p50 − kernel µs", "1 ms: CPU/wait µs", "64 tasks /s", "CPU/completion µs", "submit CPU µs"],
+               [_nv_row(kind, r) for kind, r in nvb["devices"].items()])
+
+
+def _nv_row(kind: str, r: dict[str, Any]) -> list[Any]:
+    if "empty" not in r:
+        return [kind, "error: " + str(r.get("error", ""))[:60], "", "", "", "", "", ""]
+    m = r.get("tasks_64", {})
+    return [r.get("device", kind), dig(r, "empty", "latency_us", "median"), dig(r, "empty", "cpu_us_per_wait"), dig(r, "spin_1ms", "over_kernel_us"),
+            dig(r, "spin_1ms", "cpu_us_per_wait"), m.get("completions_per_s"), m.get("cpu_us_per_completion"), dig(r, "submit_cpu_us", "median")]
 
 
 #: The table's sections, in the order they print (the host device's, 7, follows the idle one, 8).
