@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ._common import Config, error_record, log
+from ._cuda import gpu_name
 
 #: name -> (module, needs a CUDA GPU), in the order they run.  The fault
 #: benchmark runs first in its own process; idle and arig-only loop work run
@@ -135,21 +136,6 @@ def _gpu_count() -> tuple[int, str | None]:
         return 0, f"{type(exc).__name__}: {exc}"
 
 
-def _gpu_name() -> str | None:
-    try:
-        import ctypes
-
-        from arig.cuda._lib import lib
-
-        name = ctypes.create_string_buffer(256)
-        dev = ctypes.c_int()
-        if lib.cuDeviceGet(ctypes.byref(dev), 0) == 0 and lib.cuDeviceGetName(name, 256, dev.value) == 0:
-            return name.value.decode()
-    except Exception:  # noqa: BLE001
-        pass
-    return None
-
-
 def _watchdog(seconds: float, results: Results, state: dict[str, Any], out_dir: Path) -> threading.Timer:
     def fire() -> None:
         log(f"ran past --max-seconds {seconds:.0f} during {state.get('current')}: writing what is done and exiting")
@@ -169,9 +155,8 @@ def _watchdog(seconds: float, results: Results, state: dict[str, Any], out_dir: 
 
 
 def _finish(results: Results, out_dir: Path, plots: bool = True) -> None:
-    from .report import goals
-    from .report import plots as make_plots
-    from .report import table
+    from ._plots import plots as make_plots
+    from .report import goals, table
 
     try:
         results.data["goals"] = goals(results.data)
@@ -183,6 +168,35 @@ def _finish(results: Results, out_dir: Path, plots: bool = True) -> None:
     (out_dir / "table.md").write_text(text + "\n")
     results.write()
     print(text, flush=True)
+
+
+def _prepare_gpu(meta: dict[str, Any], names: list[str]) -> tuple[int, str | None]:
+    """How many CUDA GPUs there are (and why none) where a chosen benchmark needs one; with
+    one, its name in ``meta`` and the raw context made current on this thread for the run."""
+    gpus, why = (_gpu_count() if any(BENCHMARKS[n][1] for n in names) else (0, "not asked"))
+    meta["cuda_gpus"] = gpus
+    if gpus:
+        meta["gpu"] = gpu_name()
+        try:
+            from ._cuda import get_raw
+
+            get_raw()  # the primary context, held and current on this thread for the whole run
+        except Exception as exc:  # noqa: BLE001
+            meta["raw_cuda_error"] = error_record(exc)
+    return gpus, why
+
+
+def _run_one(name: str, module: str, cfg: Config) -> dict[str, Any]:
+    """One benchmark's results (its error record where it raised), with how long it took."""
+    log(f"{name}: start")
+    t0 = time.perf_counter()
+    try:
+        res: dict[str, Any] = importlib.import_module(module).run(cfg)
+    except Exception as exc:  # noqa: BLE001 - one benchmark's failure must not end the run
+        res = error_record(exc)
+        log(f"{name}: {res['error']}")
+    res["seconds"] = round(time.perf_counter() - t0, 2)
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,16 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     dog = _watchdog(max_s, results, state, out_dir)
     t_start = time.perf_counter()
 
-    gpus, why = (_gpu_count() if any(BENCHMARKS[n][1] for n in names) else (0, "not asked"))
-    meta["cuda_gpus"] = gpus
-    if gpus:
-        meta["gpu"] = _gpu_name()
-        try:
-            from ._cuda import get_raw
-
-            get_raw()  # the primary context, held and current on this thread for the whole run
-        except Exception as exc:  # noqa: BLE001
-            meta["raw_cuda_error"] = error_record(exc)
+    gpus, why = _prepare_gpu(meta, names)
     results.write()
 
     for name in names:
@@ -226,16 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             benches[name] = {"skipped": "no CUDA GPU here (arig.cuda.count() == 0)" + (f": {why}" if why and why != "not asked" else "")}
             continue
         state["current"] = name
-        log(f"{name}: start")
-        t0 = time.perf_counter()
-        try:
-            res = importlib.import_module(module).run(cfg)
-        except Exception as exc:  # noqa: BLE001 - one benchmark's failure must not end the run
-            res = error_record(exc)
-            log(f"{name}: {res['error']}")
-        res["seconds"] = round(time.perf_counter() - t0, 2)
-        benches[name] = res
-        log(f"{name}: done in {res['seconds']:.1f} s")
+        benches[name] = _run_one(name, module, cfg)
+        log(f"{name}: done in {benches[name]['seconds']:.1f} s")
         gc.collect()
         results.write()
 

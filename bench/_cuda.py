@@ -11,6 +11,13 @@ current on the main thread.  That does two jobs:
 
 Events created here time work inside fills (an event belongs to the
 context, any stream of it may record it).
+
+This is the one module of the benchmarks that uses a private name of arig.cuda:
+``arig.cuda._lib``, arig's ctypes binding of libcuda.  The raw floor and the
+loop-thread baselines must call libcuda with no arig device in between, and
+arig has no public raw binding (a device's users never need one); binding
+libcuda a second time here would measure another binding, not the same calls.
+Everything else (the shipped image, ``Launch``, ``pack``) is public.
 """
 
 from __future__ import annotations
@@ -22,16 +29,30 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RawCuda", "cubin_path", "get_raw"]
+__all__ = ["RawCuda", "cubin_path", "get_raw", "gpu_name"]
 
 _RAW: RawCuda | None = None
 
 
 def cubin_path() -> str:
-    """The shipped cubin's path (what ``arig.cuda._demo.shipped_image()`` reads)."""
-    import arig.cuda._demo as demo
+    """The shipped cubin's path (next to the fatbin ``arig.cuda.shipped_image()`` reads)."""
+    import arig
 
-    return str(Path(demo.__file__).resolve().parent.parent / "kernels" / "kernels.cubin")
+    return str(Path(arig.__file__).resolve().parent / "kernels" / "kernels.cubin")
+
+
+def gpu_name() -> str | None:
+    """GPU 0's name as libcuda gives it, or None where there is no libcuda or no GPU 0."""
+    try:
+        from arig.cuda._lib import lib
+
+        name = ctypes.create_string_buffer(256)
+        dev = c_int()
+        if lib.cuDeviceGet(byref(dev), 0) == 0 and lib.cuDeviceGetName(name, 256, dev.value) == 0:
+            return name.value.decode()
+    except Exception:  # noqa: BLE001
+        pass
+    return None
 
 
 def get_raw() -> RawCuda:
@@ -44,7 +65,7 @@ def get_raw() -> RawCuda:
 
 class RawCuda:
     def __init__(self) -> None:
-        from arig.cuda._demo import shipped_image
+        from arig.cuda import shipped_image
         from arig.cuda._lib import check, lib
 
         self.lib, self.check = lib, check

@@ -90,10 +90,9 @@ async def open_arig(stop_timeout: float = 10.0, native: bool = True) -> Any:
     """An arig device on GPU 0 with the shipped cubin loaded, as an ``ArigGpu``."""
     import arig
     import arig.cuda
-    from arig.cuda._demo import shipped_image
 
     async with await arig.open(arig.cuda.gpu(0), stop_timeout=stop_timeout) as dev:
-        image = await dev.load(shipped_image())
+        image = await dev.load(arig.cuda.shipped_image())
         yield ArigGpu(dev, image, native=native)
 
 

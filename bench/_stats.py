@@ -1,4 +1,5 @@
-"""Summaries: every figure is a median over many runs, with p99 and IQR."""
+"""Summaries: every figure is a median over many runs, with p99 and IQR; ``dig`` reads one
+back out of the nested results, ``fmt`` writes one as the table and the plots print it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["summarize", "ratio", "windows_rate"]
+__all__ = ["summarize", "ratio", "windows_rate", "dig", "fmt"]
 
 
 def summarize(samples: Iterable[float], scale: float = 1.0) -> dict[str, Any]:
@@ -52,3 +53,33 @@ def windows_rate(done_times: Sequence[float], start: float, end: float, windows:
     width = (end - start) / windows
     counts = np.histogram(np.asarray(done_times, dtype=np.float64), bins=windows, range=(start, end))[0]
     return [float(c) / width for c in counts]
+
+
+def dig(d: Any, *path: Any) -> Any:
+    """``d[path[0]][path[1]]...``, or None where a step is missing or not a dict."""
+    for p in path:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(p)
+    return d
+
+
+def fmt(x: Any) -> str:
+    """A figure as the table and the plots print it: thousands separated, three significant
+    digits or so, "–" for none, "yes"/"NO" for a flag."""
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return "yes" if x else "NO"
+    if isinstance(x, int):
+        return f"{x:,}"
+    if isinstance(x, float):
+        a = abs(x)
+        if a >= 1000:
+            return f"{x:,.0f}"
+        if a >= 100:
+            return f"{x:.0f}"
+        if a >= 10:
+            return f"{x:.1f}"
+        return f"{x:.2f}"
+    return str(x)

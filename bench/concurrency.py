@@ -29,7 +29,7 @@ from typing import Any
 from ._common import LOOPS, TASKS, Config, LoopUnavailable, aguarded, concurrency_level, error_record, log, loop_name, loop_versions, run_in_loop
 from ._cuda import get_raw
 from ._methods import cupy_lib, gpu_facts, gpu_time_per_kernel, open_arig, open_method, torch_lib, versions
-from ._stats import ratio
+from ._stats import dig, ratio
 
 __all__ = ["run", "VARIANTS", "BASELINES"]
 
@@ -60,7 +60,7 @@ def run(cfg: Config) -> dict[str, Any]:
         out["arig_error"] = error_record(exc)
         log(f"  arig sweep: {out['arig_error']['error']}")
     g = out.get("gpu_time_per_kernel") or {}
-    t_kernel = _g(g, "graph_us_per_kernel", "median") if "error" not in g else None
+    t_kernel = dig(g, "graph_us_per_kernel", "median") if "error" not in g else None
     for group, table in (("variants", VARIANTS), ("baselines", BASELINES)):
         for name, (kind, loop) in table.items():
             out[group][name] = _level(name, kind, loop, warm, duration, t_kernel)
@@ -89,14 +89,6 @@ def run(cfg: Config) -> dict[str, Any]:
             if "completions_per_s" in r
         }
     return out
-
-
-def _g(d: Any, *path: str) -> Any:
-    for p in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(p)
-    return d
 
 
 async def _arig_sweep(cfg: Config, out: dict[str, Any], warm: float, duration: float) -> None:

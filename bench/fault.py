@@ -84,18 +84,20 @@ def _fill(stream: int, launch: Any, v: int) -> int:
 
 
 async def _saxpy_check(dev: Any) -> dict[str, Any]:
-    from arig.cuda._demo import cuda_saxpy
+    import arig.cuda
+    from arig.cuda import Launch, pack
 
     n = 1 << 16
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     t0 = time.perf_counter()
-    saxpy = await cuda_saxpy(dev)
+    image = await dev.load(arig.cuda.shipped_image())
     bx, by = await dev.alloc(4 * n), await dev.alloc(4 * n)
     await dev.upload(bx, x)
     await dev.upload(by, y)
     t1 = time.perf_counter()
-    v = await saxpy(2.0, bx, by, n)
+    saxpy = Launch(image.function("saxpy"), ((n + 255) // 256, 1, 1), (256, 1, 1), pack(np.float32(2.0), bx, by, np.int32(n)))
+    v = await dev.submit(saxpy, keep=(image, bx, by))
     await dev.wait(v)
     t2 = time.perf_counter()
     out = np.empty_like(y)
@@ -108,8 +110,7 @@ async def _saxpy_check(dev: Any) -> dict[str, Any]:
 
 async def _cycle(dev: Any, waiters: int) -> dict[str, Any]:
     import arig
-    from arig.cuda import Launch, pack
-    from arig.cuda._demo import shipped_image
+    from arig.cuda import Launch, pack, shipped_image
 
     image = await dev.load(shipped_image())
     illegal = Launch(image.function("illegal"), 1, 1, pack(np.uint64(0x8)))
@@ -167,8 +168,6 @@ async def _child(repeat: int, waiters: int) -> dict[str, Any]:
     import arig
     import arig.cuda
 
-    from ._stats import summarize
-
     out: dict[str, Any] = {"repeat": repeat, "cycles": [], "opens": []}
     pc = time.perf_counter
     for k in range(repeat + 1):
@@ -198,6 +197,14 @@ async def _child(repeat: int, waiters: int) -> dict[str, Any]:
                 await dev.stop()
             except Exception:  # noqa: BLE001
                 pass
+    _summarize(out)
+    return out
+
+
+def _summarize(out: dict[str, Any]) -> None:
+    """``out["summary"]`` over the cycles and opens that completed; ``out["error"]`` where none did."""
+    from ._stats import summarize
+
     cyc = [c for c in out["cycles"] if "error" not in c]
     if not cyc:
         errs = [o["error"] for o in out["opens"] if "error" in o] + [c["error"] for c in out["cycles"] if "error" in c]
@@ -215,7 +222,6 @@ async def _child(repeat: int, waiters: int) -> dict[str, Any]:
         "submit_after_loss_raised": sorted({str(c["submit_after_loss"]["raised"]) for c in cyc}),
         "saxpy_after_reopen_ok": bool(reopen) and all(o.get("saxpy", {}).get("ok") for o in reopen),
     }
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

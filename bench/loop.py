@@ -27,9 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from arig._stall import StallMeter
-
-from ._common import Config, error_record, log
+from ._common import Config, StallMeter, error_record, log
 from ._cuda import get_raw
 from ._methods import open_arig
 from ._stats import ratio, summarize

@@ -1,55 +1,22 @@
-"""The table (stdout and ``table.md``) and the plots (at most three PNGs) of a results dict."""
+"""The table (stdout and ``table.md``) and the goals of a results dict (the plots: ``_plots``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
-__all__ = ["table", "plots", "goals", "GOALS", "PLOT_FILES"]
+from ._stats import dig, fmt
+
+__all__ = ["table", "goals", "GOALS"]
 
 PLOT_FILES = ("latency.png", "concurrency.png", "overhead.png")
-
-#: One colour per method in every panel.
-COLORS = {"arig": "tab:blue", "arig GPU": "tab:blue", "arig host": "tab:cyan", "raw_floor": "tab:gray", "raw_ctypes": "tab:gray",
-          "torch_executor": "tab:orange", "torch_poll": "tab:red", "cupy_hostfunc": "tab:purple", "arig_update": "tab:blue",
-          "arig_reinstantiate": "tab:green", "torch_cudagraph": "tab:orange", "arig_pyfill": "tab:olive", "arig_uvloop": "tab:green",
-          "arig_spinloop": "navy", "torch_poll_uvloop": "tab:pink"}
-
-
-def _f(x: Any) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, bool):
-        return "yes" if x else "NO"
-    if isinstance(x, int):
-        return f"{x:,}"
-    if isinstance(x, float):
-        a = abs(x)
-        if a >= 1000:
-            return f"{x:,.0f}"
-        if a >= 100:
-            return f"{x:.0f}"
-        if a >= 10:
-            return f"{x:.1f}"
-        return f"{x:.2f}"
-    return str(x)
-
-
-def _g(d: Any, *path: Any) -> Any:
-    for p in path:
-        if not isinstance(d, dict):
-            return None
-        d = d.get(p)
-    return d
-
 
 def _ratio(x: Any) -> str:
     return "–" if x is None else f"{x:.2f}×"
 
 
 def _md(title: str, head: list[str], rows: Iterable[list[Any]]) -> list[str]:
-    rows = [[_f(c) if not isinstance(c, str) else c for c in r] for r in rows]
+    rows = [[fmt(c) if not isinstance(c, str) else c for c in r] for r in rows]
     if not rows:
         return []
     out = [f"### {title}", "", "| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
@@ -69,7 +36,7 @@ def _latency_rows(methods: dict[str, Any]) -> list[list[Any]]:
         for us, r in per.items():
             lat = r["latency_us"]
             rows.append([name, us, lat.get("median"), lat.get("p99"), lat.get("iqr"), r.get("overhead_us"),
-                         _g(r, "cpu_us_per_wait", "median"), _ratio(_g(m, "vs_arig", us, "latency")), _ratio(_g(m, "vs_arig", us, "cpu_per_wait"))])
+                         dig(r, "cpu_us_per_wait", "median"), _ratio(dig(m, "vs_arig", us, "latency")), _ratio(dig(m, "vs_arig", us, "cpu_per_wait"))])
     return rows
 
 
@@ -81,9 +48,9 @@ def _conc_row(name: str, r: dict[str, Any]) -> list[Any]:
     if "error" in r:
         return [name, r.get("tasks"), "error: " + r["error"][:60], "", "", "", "", "", "", ""]
     idle = r.get("gpu_idle_share_est")
-    return [name, r["tasks"], _g(r, "completions_per_s_windows", "median"), _g(r, "completions_per_s_windows", "iqr"),
-            _g(r, "latency_us", "median"), _g(r, "latency_us", "p99"), r.get("longest_stall_ms"), r.get("cpu_us_per_completion"),
-            "–" if idle is None else f"{idle * 100:.1f} %", _ratio(_g(r, "vs_arig", "completions_per_s"))]
+    return [name, r["tasks"], dig(r, "completions_per_s_windows", "median"), dig(r, "completions_per_s_windows", "iqr"),
+            dig(r, "latency_us", "median"), dig(r, "latency_us", "p99"), r.get("longest_stall_ms"), r.get("cpu_us_per_completion"),
+            "–" if idle is None else f"{idle * 100:.1f} %", _ratio(dig(r, "vs_arig", "completions_per_s"))]
 
 
 def table(results: dict[str, Any]) -> str:
@@ -92,142 +59,8 @@ def table(results: dict[str, Any]) -> str:
     lines = [f"# arig benchmarks ({'quick' if meta.get('quick') else 'full'} run)", "",
              f"{meta.get('date', '')} · {meta.get('host', '')} · {meta.get('cpu', '')} · Python {meta.get('python', '')} · GPU: {meta.get('gpu', 'none')}", "",
              "Medians over many runs; p99 and IQR beside them; ratios are measured in this same run.", ""]
-
-    lat = _g(b, "latency", "methods")
-    if lat:
-        lines += _md("1. Completion latency and CPU per wait (GPU, one task)", _LAT_HEAD, _latency_rows(lat))
-
-    lines += _latency_notes(lat or {})
-
-    rows = []
-    for r in _g(b, "concurrency", "arig") or []:
-        rows.append(_conc_row("arig (GPU)", r))
-    for group in ("variants", "baselines"):
-        for name, r in (_g(b, "concurrency", group) or {}).items():
-            if "tasks" in r or "error" in r:
-                rows.append(_conc_row(name, {"tasks": 64, **r}))
-    if rows:
-        lines += _md("2. Concurrency sweep (GPU, empty kernel; arig: native Launch on the default loop unless named)", _CONC_HEAD, rows)
-    vs = _g(b, "concurrency", "arig_over_torch_poll")
-    if vs:
-        lines += ["arig ÷ torch_poll at 64 tasks (same run), completions/s and CPU per completion: "
-                  + "; ".join(f"{n} {_ratio(v.get('completions_per_s'))} /s, {_ratio(v.get('cpu_per_completion'))} CPU" for n, v in vs.items()), ""]
-    gk = _g(b, "concurrency", "gpu_time_per_kernel", "graph_us_per_kernel", "median")
-    if gk is not None:
-        lines += [f"GPU idle share estimated with {gk:.3f} µs of GPU time per empty kernel (in-graph, this run): an upper bound.", ""]
-
-    sub = _g(b, "submit", "methods")
-    if sub:
-        rows = []
-        for name, r in sub.items():
-            if "cpu_us_per_submit" in r:
-                rows.append([name, _g(r, "cpu_us_per_submit", "median"), _g(r, "cpu_us_per_submit", "p99"), _g(r, "cpu_us_per_submit", "iqr"),
-                             _g(r, "loop_thread_cpu_us_per_submit", "median"), _g(r, "wall_us_per_submit", "median"), _ratio(r.get("vs_raw_ctypes"))])
-        lines += _md("3. Submit overhead (empty kernel, CPU µs per launch; median over blocks)",
-                     ["method", "CPU µs/submit p50", "p99", "IQR", "loop-thread CPU µs", "wall µs", "×raw ctypes"], rows)
-        paths = sorted({str(r["completion"]) for r in sub.values() if isinstance(r, dict) and r.get("completion")})
-        if paths:
-            lines += [f"arig's completion path: {'; '.join(paths)}", ""]
-
-    lp = b.get("loop")
-    if isinstance(lp, dict) and ("graphs" in lp or "pinned" in lp):
-        rows = []
-        for n, res in (lp.get("graphs") or {}).items():
-            for mode in ("graph_async", "graph_on_loop"):
-                r = res.get(mode, {})
-                if "longest_stall_ms" in r:
-                    rows.append([mode, f"{int(n):,} kernels", _g(r, "longest_stall_ms", "median"), _g(r, "longest_stall_ms", "max"), _g(r, "action_ms", "median"),
-                                 _g(r, "submitter_max_us", "median"), _ratio(res.get("stall_on_loop_over_async")) if mode == "graph_on_loop" else ""])
-        pn = lp.get("pinned") or {}
-        for mode in ("pinned_arig", "pinned_on_loop"):
-            r = pn.get(mode, {})
-            if "longest_stall_ms" in r:
-                rows.append([mode, f"{pn.get('buffers')} × {pn.get('bytes_each', 0) >> 20} MiB", _g(r, "longest_stall_ms", "median"), _g(r, "longest_stall_ms", "max"),
-                             _g(r, "action_ms", "median"), _g(r, "submitter_max_us", "median"), _ratio(pn.get("stall_on_loop_over_arig")) if mode == "pinned_on_loop" else ""])
-        lines += _md("4. Event-loop responsiveness (another task keeps submitting meanwhile)",
-                     ["action", "size", "longest stall ms p50", "max", "action ms p50", "submitter worst latency µs p50", "stall ×arig"], rows)
-
-    rp = b.get("replay")
-    if isinstance(rp, dict) and rp.get("nodes"):
-        rows = []
-        for n, res in rp["nodes"].items():
-            for mode in ("arig_update", "arig_reinstantiate", "torch_cudagraph"):
-                r = res.get(mode, {})
-                if "cpu_us_per_replay" in r:
-                    rows.append([n, mode, _g(r, "cpu_us_per_replay", "median"), _g(r, "cpu_us_per_replay", "p99"), _g(r, "cpu_us_per_replay", "iqr"),
-                                 _ratio(_g(res, "vs_arig_update", mode)) if mode != "arig_update" else "", r.get("verified")])
-                elif r:
-                    rows.append([n, mode, "error" if "error" in r else "skipped", "", "", "", ""])
-        lines += _md("5. Graph replay with arguments changing every run (store kernels; CPU µs per replay)",
-                     ["nodes", "method", "CPU µs/replay p50", "p99", "IQR", "×arig update", "verified"], rows)
-        gt = rp.get("gpu_time_per_kernel") or {}
-        if "graph_us_per_kernel" in gt:
-            lines += _md("5b. GPU time per empty kernel (events, 1,000 kernels)", ["how", "µs/kernel p50", "p99", "IQR", "ratio"],
-                         [["graph of 1,000", _g(gt, "graph_us_per_kernel", "median"), _g(gt, "graph_us_per_kernel", "p99"), _g(gt, "graph_us_per_kernel", "iqr"), ""],
-                          ["1,000 launches in one fill", _g(gt, "launches_us_per_kernel", "median"), _g(gt, "launches_us_per_kernel", "p99"),
-                           _g(gt, "launches_us_per_kernel", "iqr"), _ratio(gt.get("launches_over_graph"))]])
-
-    ft = b.get("fault")
-    if isinstance(ft, dict) and "summary" in ft:
-        s = ft["summary"]
-        rows = [[k, _g(s, k, "median"), _g(s, k, "p99"), _g(s, k, "iqr"), _g(s, k, "n")] for k in
-                ("first_fail_ms", "fanout_ms", "submit_after_loss_us", "stop_ms", "reopen_ms", "saxpy_after_reopen_ms") if isinstance(s.get(k), dict)]
-        lines += _md("6. Failure fan-out (illegal address, 100 waiters; subprocess)", ["figure", "p50", "p99", "IQR", "cycles"], rows)
-        lines += [f"all waiters failed with DeviceLost: {_f(s.get('all_waiters_lost'))}; submit after loss raised: {s.get('submit_after_loss_raised')}; "
-                  f"saxpy correct after reopen: {_f(s.get('saxpy_after_reopen_ok'))}; cold open {_f(s.get('cold_open_ms'))} ms", ""]
-
-    idle = _g(b, "idle", "cases")
-    if isinstance(idle, dict):
-        rows = []
-        for case, r in idle.items():
-            if "process_cpu_pct" in r:
-                busy = ", ".join(f"{t['name']} {_f(t['sched_ms'] if t.get('sched_ms') is not None else t['cpu_ms'])}" for t in r.get("threads", [])
-                                 if (t.get("sched_ms") or 0) > 0.5 or t.get("cpu_ms", 0) > 0) or "none"
-                rows.append([case, r.get("completion") or "–", r.get("loop"), f"{r['process_cpu_pct']:.2f} %", r.get("thread_count"),
-                             r.get("max_thread_cpu_pct"), busy])
-            elif r:
-                rows.append([case, "error: " + r["error"][:60] if "error" in r else "skipped", r.get("loop") or "", "", "", "", ""])
-        lines += _md(f"8. Idle: {_f(_g(b, 'idle', 'sleep_s'))} s asleep with nothing pending, after {_g(b, 'idle', 'kernels_before')} kernels",
-                     ["case", "completion", "loop", "process CPU (% of a core)", "threads", "busiest thread %", "threads on CPU (ms over the sleep)"], rows)
-
-    h = b.get("host")
-    if isinstance(h, dict):
-        hl = h.get("latency") or {}
-        if "latency_us" in hl:
-            lines += _md("7. Host device (arig.host.cpu()): no-op fill, one task", ["figure", "p50", "p99", "IQR", "n"],
-                         [["latency µs", _g(hl, "latency_us", "median"), _g(hl, "latency_us", "p99"), _g(hl, "latency_us", "iqr"), _g(hl, "latency_us", "n")],
-                          ["CPU/wait µs", _g(hl, "cpu_us_per_wait", "median"), _g(hl, "cpu_us_per_wait", "p99"), _g(hl, "cpu_us_per_wait", "iqr"), _g(hl, "cpu_us_per_wait", "n")]])
-        hc = h.get("concurrency")
-        if isinstance(hc, list):
-            lines += _md("7b. Host device concurrency sweep", _CONC_HEAD, [_conc_row("arig (host)", r) for r in hc])
-
-    io = b.get("interop")
-    if isinstance(io, dict) and io.get("methods"):
-        rows = []
-        for name, r in io["methods"].items():
-            if "latency_us" in r:
-                m = r.get("tasks_64", {})
-                vs = r.get("vs_arig_adopt", {})
-                rows.append([name, _g(r, "latency_us", "median"), _g(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), m.get("completions_per_s"),
-                             _g(m, "latency_us", "p99"), m.get("cpu_us_per_completion"), _ratio(vs.get("completions_per_s")) if name != "arig_adopt" else ""])
-            else:
-                rows.append([name, "error" if "error" in r else "skipped", "", "", "", "", "", ""])
-        lines += _md(f"9. Awaiting a PyTorch stream ({io.get('work', '')})",
-                     ["method", "1 task p50 µs", "p99", "CPU µs/wait", "64 tasks /s", "p99 µs", "CPU µs/completion", "/s ×arig_adopt"], rows)
-
-    nvb = b.get("nv")
-    if isinstance(nvb, dict) and nvb.get("devices"):
-        rows = []
-        for kind, r in nvb["devices"].items():
-            if "empty" in r:
-                m = r.get("tasks_64", {})
-                rows.append([r.get("device", kind), _g(r, "empty", "latency_us", "median"), _g(r, "empty", "cpu_us_per_wait"), _g(r, "spin_1ms", "over_kernel_us"),
-                             _g(r, "spin_1ms", "cpu_us_per_wait"), m.get("completions_per_s"), m.get("cpu_us_per_completion"), _g(r, "submit_cpu_us", "median")])
-            else:
-                rows.append([kind, "error: " + str(r.get("error", ""))[:60], "", "", "", "", "", ""])
-        lines += _md("10. The NV device (kernel driver, no libcuda) beside the CUDA device (same cubin)",
-                     ["device", "empty p50 µs", "CPU/wait µs", "1 ms: p50 − kernel µs", "1 ms: CPU/wait µs", "64 tasks /s", "CPU/completion µs", "submit CPU µs"], rows)
-
+    for section in _SECTIONS:
+        lines += section(b)
     problems = []
     for name, r in b.items():
         problems += [f"- {name}{p}" for p in _problems(r, "")]
@@ -242,6 +75,179 @@ def table(results: dict[str, Any]) -> str:
     lines += _goals_md(gl)
     return "\n".join(lines)
 
+
+def _latency_section(b: dict[str, Any]) -> list[str]:
+    lat = dig(b, "latency", "methods")
+    lines = _md("1. Completion latency and CPU per wait (GPU, one task)", _LAT_HEAD, _latency_rows(lat)) if lat else []
+    return lines + _latency_notes(lat or {})
+
+
+def _concurrency_section(b: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    rows = [_conc_row("arig (GPU)", r) for r in dig(b, "concurrency", "arig") or []]
+    for group in ("variants", "baselines"):
+        for name, r in (dig(b, "concurrency", group) or {}).items():
+            if "tasks" in r or "error" in r:
+                rows.append(_conc_row(name, {"tasks": 64, **r}))
+    if rows:
+        lines += _md("2. Concurrency sweep (GPU, empty kernel; arig: native Launch on the default loop unless named)", _CONC_HEAD, rows)
+    vs = dig(b, "concurrency", "arig_over_torch_poll")
+    if vs:
+        lines += ["arig ÷ torch_poll at 64 tasks (same run), completions/s and CPU per completion: "
+                  + "; ".join(f"{n} {_ratio(v.get('completions_per_s'))} /s, {_ratio(v.get('cpu_per_completion'))} CPU" for n, v in vs.items()), ""]
+    gk = dig(b, "concurrency", "gpu_time_per_kernel", "graph_us_per_kernel", "median")
+    if gk is not None:
+        lines += [f"GPU idle share estimated with {gk:.3f} µs of GPU time per empty kernel (in-graph, this run): an upper bound.", ""]
+    return lines
+
+
+def _submit_section(b: dict[str, Any]) -> list[str]:
+    sub = dig(b, "submit", "methods")
+    if not sub:
+        return []
+    rows = []
+    for name, r in sub.items():
+        if "cpu_us_per_submit" in r:
+            rows.append([name, dig(r, "cpu_us_per_submit", "median"), dig(r, "cpu_us_per_submit", "p99"), dig(r, "cpu_us_per_submit", "iqr"),
+                         dig(r, "loop_thread_cpu_us_per_submit", "median"), dig(r, "wall_us_per_submit", "median"), _ratio(r.get("vs_raw_ctypes"))])
+    lines = _md("3. Submit overhead (empty kernel, CPU µs per launch; median over blocks)",
+                ["method", "CPU µs/submit p50", "p99", "IQR", "loop-thread CPU µs", "wall µs", "×raw ctypes"], rows)
+    paths = sorted({str(r["completion"]) for r in sub.values() if isinstance(r, dict) and r.get("completion")})
+    if paths:
+        lines += [f"arig's completion path: {'; '.join(paths)}", ""]
+    return lines
+
+
+def _loop_section(b: dict[str, Any]) -> list[str]:
+    lp = b.get("loop")
+    if not (isinstance(lp, dict) and ("graphs" in lp or "pinned" in lp)):
+        return []
+    rows = []
+    for n, res in (lp.get("graphs") or {}).items():
+        for mode in ("graph_async", "graph_on_loop"):
+            r = res.get(mode, {})
+            if "longest_stall_ms" in r:
+                rows.append([mode, f"{int(n):,} kernels", dig(r, "longest_stall_ms", "median"), dig(r, "longest_stall_ms", "max"), dig(r, "action_ms", "median"),
+                             dig(r, "submitter_max_us", "median"), _ratio(res.get("stall_on_loop_over_async")) if mode == "graph_on_loop" else ""])
+    pn = lp.get("pinned") or {}
+    for mode in ("pinned_arig", "pinned_on_loop"):
+        r = pn.get(mode, {})
+        if "longest_stall_ms" in r:
+            rows.append([mode, f"{pn.get('buffers')} × {pn.get('bytes_each', 0) >> 20} MiB", dig(r, "longest_stall_ms", "median"), dig(r, "longest_stall_ms", "max"),
+                         dig(r, "action_ms", "median"), dig(r, "submitter_max_us", "median"), _ratio(pn.get("stall_on_loop_over_arig")) if mode == "pinned_on_loop" else ""])
+    return _md("4. Event-loop responsiveness (another task keeps submitting meanwhile)",
+               ["action", "size", "longest stall ms p50", "max", "action ms p50", "submitter worst latency µs p50", "stall ×arig"], rows)
+
+
+def _replay_section(b: dict[str, Any]) -> list[str]:
+    rp = b.get("replay")
+    if not (isinstance(rp, dict) and rp.get("nodes")):
+        return []
+    rows = []
+    for n, res in rp["nodes"].items():
+        for mode in ("arig_update", "arig_reinstantiate", "torch_cudagraph"):
+            r = res.get(mode, {})
+            if "cpu_us_per_replay" in r:
+                rows.append([n, mode, dig(r, "cpu_us_per_replay", "median"), dig(r, "cpu_us_per_replay", "p99"), dig(r, "cpu_us_per_replay", "iqr"),
+                             _ratio(dig(res, "vs_arig_update", mode)) if mode != "arig_update" else "", r.get("verified")])
+            elif r:
+                rows.append([n, mode, "error" if "error" in r else "skipped", "", "", "", ""])
+    lines = _md("5. Graph replay with arguments changing every run (store kernels; CPU µs per replay)",
+                ["nodes", "method", "CPU µs/replay p50", "p99", "IQR", "×arig update", "verified"], rows)
+    gt = rp.get("gpu_time_per_kernel") or {}
+    if "graph_us_per_kernel" in gt:
+        lines += _md("5b. GPU time per empty kernel (events, 1,000 kernels)", ["how", "µs/kernel p50", "p99", "IQR", "ratio"],
+                     [["graph of 1,000", dig(gt, "graph_us_per_kernel", "median"), dig(gt, "graph_us_per_kernel", "p99"), dig(gt, "graph_us_per_kernel", "iqr"), ""],
+                      ["1,000 launches in one fill", dig(gt, "launches_us_per_kernel", "median"), dig(gt, "launches_us_per_kernel", "p99"),
+                       dig(gt, "launches_us_per_kernel", "iqr"), _ratio(gt.get("launches_over_graph"))]])
+    return lines
+
+
+def _fault_section(b: dict[str, Any]) -> list[str]:
+    ft = b.get("fault")
+    if not (isinstance(ft, dict) and "summary" in ft):
+        return []
+    s = ft["summary"]
+    rows = [[k, dig(s, k, "median"), dig(s, k, "p99"), dig(s, k, "iqr"), dig(s, k, "n")] for k in
+            ("first_fail_ms", "fanout_ms", "submit_after_loss_us", "stop_ms", "reopen_ms", "saxpy_after_reopen_ms") if isinstance(s.get(k), dict)]
+    return _md("6. Failure fan-out (illegal address, 100 waiters; subprocess)", ["figure", "p50", "p99", "IQR", "cycles"], rows) + [
+        f"all waiters failed with DeviceLost: {fmt(s.get('all_waiters_lost'))}; submit after loss raised: {s.get('submit_after_loss_raised')}; "
+        f"saxpy correct after reopen: {fmt(s.get('saxpy_after_reopen_ok'))}; cold open {fmt(s.get('cold_open_ms'))} ms", ""]
+
+
+def _idle_section(b: dict[str, Any]) -> list[str]:
+    idle = dig(b, "idle", "cases")
+    if not isinstance(idle, dict):
+        return []
+    rows = []
+    for case, r in idle.items():
+        if "process_cpu_pct" in r:
+            busy = ", ".join(f"{t['name']} {fmt(t['sched_ms'] if t.get('sched_ms') is not None else t['cpu_ms'])}" for t in r.get("threads", [])
+                             if (t.get("sched_ms") or 0) > 0.5 or t.get("cpu_ms", 0) > 0) or "none"
+            rows.append([case, r.get("completion") or "–", r.get("loop"), f"{r['process_cpu_pct']:.2f} %", r.get("thread_count"),
+                         r.get("max_thread_cpu_pct"), busy])
+        elif r:
+            rows.append([case, "error: " + r["error"][:60] if "error" in r else "skipped", r.get("loop") or "", "", "", "", ""])
+    return _md(f"8. Idle: {fmt(dig(b, 'idle', 'sleep_s'))} s asleep with nothing pending, after {dig(b, 'idle', 'kernels_before')} kernels",
+               ["case", "completion", "loop", "process CPU (% of a core)", "threads", "busiest thread %", "threads on CPU (ms over the sleep)"], rows)
+
+
+def _host_section(b: dict[str, Any]) -> list[str]:
+    h = b.get("host")
+    if not isinstance(h, dict):
+        return []
+    lines: list[str] = []
+    hl = h.get("latency") or {}
+    if "latency_us" in hl:
+        lines += _md("7. Host device (arig.host.cpu()): no-op fill, one task", ["figure", "p50", "p99", "IQR", "n"],
+                     [["latency µs", dig(hl, "latency_us", "median"), dig(hl, "latency_us", "p99"), dig(hl, "latency_us", "iqr"), dig(hl, "latency_us", "n")],
+                      ["CPU/wait µs", dig(hl, "cpu_us_per_wait", "median"), dig(hl, "cpu_us_per_wait", "p99"), dig(hl, "cpu_us_per_wait", "iqr"), dig(hl, "cpu_us_per_wait", "n")]])
+    hc = h.get("concurrency")
+    if isinstance(hc, list):
+        lines += _md("7b. Host device concurrency sweep", _CONC_HEAD, [_conc_row("arig (host)", r) for r in hc])
+    return lines
+
+
+def _interop_section(b: dict[str, Any]) -> list[str]:
+    io = b.get("interop")
+    if not (isinstance(io, dict) and io.get("methods")):
+        return []
+    return _md(f"9. Awaiting a PyTorch stream ({io.get('work', '')})",
+               ["method", "1 task p50 µs", "p99", "CPU µs/wait", "64 tasks /s", "p99 µs", "CPU µs/completion", "/s ×arig_adopt"],
+               [_interop_row(name, r) for name, r in io["methods"].items()])
+
+
+def _interop_row(name: str, r: dict[str, Any]) -> list[Any]:
+    if "latency_us" not in r:
+        return [name, "error" if "error" in r else "skipped", "", "", "", "", "", ""]
+    m = r.get("tasks_64", {})
+    vs = r.get("vs_arig_adopt", {})
+    return [name, dig(r, "latency_us", "median"), dig(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), m.get("completions_per_s"),
+            dig(m, "latency_us", "p99"), m.get("cpu_us_per_completion"), _ratio(vs.get("completions_per_s")) if name != "arig_adopt" else ""]
+
+
+def _nv_section(b: dict[str, Any]) -> list[str]:
+    nvb = b.get("nv")
+    if not (isinstance(nvb, dict) and nvb.get("devices")):
+        return []
+    return _md("10. The NV device (kernel driver, no libcuda) beside the CUDA device (same cubin)",
+               ["device", "empty p50 µs", "CPU/wait µs", "1 ms: p50 − kernel µs", "1 ms: CPU/wait µs", "64 tasks /s", "CPU/completion µs", "submit CPU µs"],
+               [_nv_row(kind, r) for kind, r in nvb["devices"].items()])
+
+
+def _nv_row(kind: str, r: dict[str, Any]) -> list[Any]:
+    if "empty" not in r:
+        return [kind, "error: " + str(r.get("error", ""))[:60], "", "", "", "", "", ""]
+    m = r.get("tasks_64", {})
+    return [r.get("device", kind), dig(r, "empty", "latency_us", "median"), dig(r, "empty", "cpu_us_per_wait"), dig(r, "spin_1ms", "over_kernel_us"),
+            dig(r, "spin_1ms", "cpu_us_per_wait"), m.get("completions_per_s"), m.get("cpu_us_per_completion"), dig(r, "submit_cpu_us", "median")]
+
+
+#: The table's sections, in the order they print (the host device's, 7, follows the idle one, 8).
+_SECTIONS: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
+    _latency_section, _concurrency_section, _submit_section, _loop_section, _replay_section,
+    _fault_section, _idle_section, _host_section, _interop_section, _nv_section,
+)
 
 def _latency_notes(methods: dict[str, Any]) -> list[str]:
     """Which event loop and completion path each latency row ran on."""
@@ -337,8 +343,8 @@ def _derived(b: dict[str, Any]) -> dict[str, Any]:
     """Figures the goals need that no benchmark stores: spin loop over torch poll at 0 µs."""
     b = dict(b)
     lat = b.get("latency")
-    spin = _g(lat, "methods", "arig_spinloop", "by_kernel_us", "0", "latency_us", "median")
-    poll = _g(lat, "methods", "torch_poll", "by_kernel_us", "0", "latency_us", "median")
+    spin = dig(lat, "methods", "arig_spinloop", "by_kernel_us", "0", "latency_us", "median")
+    poll = dig(lat, "methods", "torch_poll", "by_kernel_us", "0", "latency_us", "median")
     if isinstance(lat, dict) and spin is not None and poll:
         lat = dict(lat)
         lat["methods"] = dict(lat["methods"])
@@ -358,7 +364,7 @@ def goals(results: dict[str, Any]) -> list[dict[str, Any]]:
             met = bool(v <= limit if op == "<=" else v >= limit if op == ">=" else v < limit)
         else:
             v = None
-        out.append({"id": gid, "goal": text, "target": f"{op} {_f(limit)} {unit}", "figure": v, "unit": unit, "met": met,
+        out.append({"id": gid, "goal": text, "target": f"{op} {fmt(limit)} {unit}", "figure": v, "unit": unit, "met": met,
                     "where": ".".join(path), **({"why": why} if met is None else {})})
     return out
 
@@ -369,7 +375,7 @@ def _goals_md(gl: list[dict[str, Any]]) -> list[str]:
         if "id" not in g:
             rows.append(["(goals)", "", "", "error: " + str(g.get("error"))[:80]])
             continue
-        fig = "–" if g["figure"] is None else f"{_f(g['figure'])} {g['unit']}"
+        fig = "–" if g["figure"] is None else f"{fmt(g['figure'])} {g['unit']}"
         status = "met" if g["met"] else ("not measured: " + str(g.get("why"))[:80] if g["met"] is None else "MISSED")
         rows.append([g["goal"], fig, g["target"], status])
     met = sum(1 for g in gl if g.get("met") is True)
@@ -393,235 +399,3 @@ def _problems(d: Any, path: str) -> list[str]:
             continue
         out += _problems(v, f"{path}.{k}")
     return out
-
-
-# -- plots ---------------------------------------------------------------------------
-
-
-def plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
-    """Write the PNGs that have data; return {file: "ok" or why not}."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot  # noqa: F401 - fails here, once, if pyplot cannot load
-    except Exception as exc:  # noqa: BLE001
-        return {f: f"skipped: matplotlib not importable ({exc})" for f in PLOT_FILES}
-    status = {}
-    for fname, fn in zip(PLOT_FILES, (_plot_latency, _plot_concurrency, _plot_overhead)):
-        try:
-            status[fname] = fn(results, out_dir / fname)
-        except Exception as exc:  # noqa: BLE001
-            status[fname] = f"error: {type(exc).__name__}: {exc}"
-    return status
-
-
-def _empty(ax: Any, what: str) -> None:
-    ax.text(0.5, 0.5, f"no data\n({what})", ha="center", va="center", transform=ax.transAxes, color="gray")
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
-def _errbar(ax: Any, x: list[Any], summaries: list[dict[str, Any]], label: str, **kw: Any) -> None:
-    if label in COLORS:
-        kw.setdefault("color", COLORS[label])
-    med = [s.get("median", float("nan")) for s in summaries]
-    lo = [max(0.0, s.get("median", 0) - s.get("q1", s.get("median", 0))) for s in summaries]
-    hi = [max(0.0, s.get("q3", s.get("median", 0)) - s.get("median", 0)) for s in summaries]
-    line = ax.errorbar(x, med, yerr=[lo, hi], capsize=3, marker="o", label=label, **kw)
-    p99 = [s.get("p99", float("nan")) for s in summaries]
-    ax.plot(x, p99, linestyle="none", marker="_", markersize=10, color=line[0].get_color())
-
-
-def _plot_latency(results: dict[str, Any], path: Path) -> str:
-    import matplotlib.pyplot as plt
-
-    b = results.get("benchmarks", {})
-    methods = _g(b, "latency", "methods") or {}
-    host = _g(b, "host", "latency") or {}
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
-    (a1, a2), (a3, a4) = axes
-    have = {n: m["by_kernel_us"] for n, m in methods.items() if m.get("by_kernel_us")}
-    if have:
-        for name, per in have.items():
-            us = list(per)
-            x = [int(u) for u in us]
-            xs = [max(v, 1) for v in x]
-            ov = []
-            for u in us:
-                s = dict(per[u]["latency_us"])
-                for k in ("median", "q1", "q3", "p99"):
-                    if k in s:
-                        s[k] = s[k] - int(u)
-                ov.append(s)
-            _errbar(a1, xs, ov, name)
-            _errbar(a2, xs, [per[u]["cpu_us_per_wait"] for u in us], name)
-        for ax, t in ((a1, "completion latency − kernel time (µs): p50, IQR bars, p99 dash"), (a2, "process CPU per wait (µs, all threads; median of blocks)")):
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("kernel µs (0 plotted at 1: the empty kernel)")
-            ax.set_title(t, fontsize=10)
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=8)
-        names = [n for n in have if n != "arig" and methods[n].get("vs_arig")]
-        if names:
-            us = list(have.get("arig", {}))
-            width = 0.8 / max(1, len(names))
-            for i, n in enumerate(names):
-                vals = [_g(methods[n], "vs_arig", u, "latency") or 0 for u in us]
-                a3.bar([j + i * width for j in range(len(us))], vals, width, label=n, color=COLORS.get(n))
-            a3.axhline(1.0, color="k", lw=0.8)
-            a3.set_xticks([j + width * (len(names) - 1) / 2 for j in range(len(us))], [f"{u} µs" for u in us])
-            a3.set_title("median latency ÷ arig's (same run)", fontsize=10)
-            a3.legend(fontsize=8)
-        else:
-            _empty(a3, "no baseline ran")
-    else:
-        _empty(a1, "no GPU latency run")
-        _empty(a2, "no GPU latency run")
-        _empty(a3, "no GPU latency run")
-    if "latency_us" in host:
-        s, c = host["latency_us"], host["cpu_us_per_wait"]
-        a4.bar([0, 1], [s["median"], c["median"]], yerr=[[s["median"] - s["q1"], c["median"] - c["q1"]], [s["q3"] - s["median"], c["q3"] - c["median"]]], capsize=4)
-        a4.plot([0, 1], [s["p99"], c["p99"]], linestyle="none", marker="_", markersize=14, color="k")
-        a4.set_xticks([0, 1], ["latency µs", "CPU/wait µs"])
-        a4.set_title("host device, no-op fill (p50, IQR, p99 dash)", fontsize=10)
-    else:
-        _empty(a4, "no host run")
-    _caption(fig, results)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return "ok"
-
-
-def _plot_concurrency(results: dict[str, Any], path: Path) -> str:
-    import matplotlib.pyplot as plt
-
-    b = results.get("benchmarks", {})
-    series = {}
-    gpu = [r for r in (_g(b, "concurrency", "arig") or []) if "completions_per_s" in r]
-    host = [r for r in (_g(b, "host", "concurrency") or []) if isinstance(r, dict) and "completions_per_s" in r]
-    if gpu:
-        series["arig GPU"] = gpu
-    if host:
-        series["arig host"] = host
-    base = {n: r for group in ("variants", "baselines") for n, r in (_g(b, "concurrency", group) or {}).items() if "completions_per_s" in r}
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
-    if not series and not base:
-        for ax in axes:
-            _empty(ax, "no concurrency run")
-    for name, rs in series.items():
-        x = [r["tasks"] for r in rs]
-        _errbar(axes[0], x, [r["completions_per_s_windows"] for r in rs], name)
-        _errbar(axes[1], x, [r["latency_us"] for r in rs], name)
-        axes[2].plot(x, [r["longest_stall_ms"] for r in rs], marker="o", label=name, color=COLORS.get(name))
-    for name, r in base.items():
-        t = r.get("tasks", 64)
-        c = COLORS.get(name)
-        axes[0].plot([t], [r["completions_per_s_windows"]["median"]], marker="s", linestyle="none", label=name, color=c)
-        axes[1].plot([t], [r["latency_us"]["median"]], marker="s", linestyle="none", label=name, color=c)
-        axes[1].plot([t], [r["latency_us"]["p99"]], marker="_", markersize=10, linestyle="none", color=c)
-        axes[2].plot([t], [r["longest_stall_ms"]], marker="s", linestyle="none", label=name, color=c)
-    titles = ("completions/s (p50 of 10 windows, IQR bars)", "latency per completion (µs): p50, IQR bars, p99 dash", "event loop's longest stall (ms)")
-    for ax, t in zip(axes, titles):
-        if series or base:
-            ax.set_xscale("log", base=2)
-            ax.set_yscale("log")
-            ax.set_xlabel("concurrent tasks")
-            ax.set_title(t, fontsize=10)
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=8)
-    _caption(fig, results)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return "ok"
-
-
-def _plot_overhead(results: dict[str, Any], path: Path) -> str:
-    import matplotlib.pyplot as plt
-
-    b = results.get("benchmarks", {})
-    fig, axes = plt.subplots(2, 2, figsize=(14, 9))
-    (a1, a2), (a3, a4) = axes
-    sub = {n: r for n, r in (_g(b, "submit", "methods") or {}).items() if "cpu_us_per_submit" in r}
-    if sub:
-        names = list(sub)
-        s = [sub[n]["cpu_us_per_submit"] for n in names]
-        a1.barh(range(len(names)), [x["median"] for x in s], xerr=[[x["median"] - x["q1"] for x in s], [x["q3"] - x["median"] for x in s]], capsize=3)
-        a1.plot([x["p99"] for x in s], range(len(names)), linestyle="none", marker="|", markersize=12, color="k")
-        a1.set_yticks(range(len(names)), names, fontsize=8)
-        a1.set_xlabel("process CPU µs per submit (p50, IQR bars, p99 tick)")
-        a1.set_title("3. submit overhead, empty kernel", fontsize=10)
-    else:
-        _empty(a1, "no submit run")
-    lp = b.get("loop") if isinstance(b.get("loop"), dict) else {}
-    bars = []
-    for n, res in (lp.get("graphs") or {}).items():
-        for mode in ("graph_async", "graph_on_loop"):
-            if "longest_stall_ms" in res.get(mode, {}):
-                bars.append((f"{mode} {int(n) // 1000}k", res[mode]["longest_stall_ms"]))
-    for mode in ("pinned_arig", "pinned_on_loop"):
-        r = (lp.get("pinned") or {}).get(mode, {})
-        if "longest_stall_ms" in r:
-            bars.append((mode, r["longest_stall_ms"]))
-    if bars:
-        a2.bar(range(len(bars)), [max(x[1]["median"], 1e-3) for x in bars], color=["tab:green" if ("async" in n or "arig" in n) else "tab:red" for n, _ in bars])
-        a2.plot(range(len(bars)), [max(x[1]["max"], 1e-3) for x in bars], linestyle="none", marker="_", markersize=14, color="k")
-        a2.set_xticks(range(len(bars)), [n for n, _ in bars], rotation=25, ha="right", fontsize=8)
-        a2.set_yscale("log")
-        a2.set_ylabel("ms")
-        a2.set_title("4. longest event-loop stall (p50 bar, max dash)", fontsize=10)
-    else:
-        _empty(a2, "no loop run")
-    nodes = _g(b, "replay", "nodes") or {}
-    plotted = False
-    for mode in ("arig_update", "arig_reinstantiate", "torch_cudagraph"):
-        pts = [(int(n), res[mode]["cpu_us_per_replay"]) for n, res in nodes.items() if "cpu_us_per_replay" in res.get(mode, {})]
-        if pts:
-            _errbar(a3, [p[0] for p in pts], [p[1] for p in pts], mode)
-            plotted = True
-    if plotted:
-        a3.set_xscale("log")
-        a3.set_yscale("log")
-        a3.set_xlabel("kernels in the graph")
-        a3.set_ylabel("CPU µs per replay")
-        a3.set_title("5. replay with new arguments every run (p50, IQR, p99 dash)", fontsize=10)
-        a3.grid(True, which="both", alpha=0.3)
-        a3.legend(fontsize=8)
-    else:
-        _empty(a3, "no replay run")
-    gt = _g(b, "replay", "gpu_time_per_kernel") or {}
-    s = _g(b, "fault", "summary")
-    if "graph_us_per_kernel" in gt:
-        vals = [gt["graph_us_per_kernel"], gt.get("launches_us_per_kernel", {})]
-        a4.bar([0, 1], [v.get("median", 0) for v in vals], color=["tab:green", "tab:gray"])
-        a4.set_ylim(0, 1.8 * max([v.get("median", 0) for v in vals] + [1e-3]))
-        a4.set_xticks([0, 1], ["graph of 1,000", "1,000 launches, one fill"])
-        a4.set_ylabel("GPU µs per empty kernel")
-        a4.set_title("5b. GPU time per kernel" + (" · 6. failure fan-out (text)" if s else ""), fontsize=10)
-    elif not s:
-        _empty(a4, "no replay or fault run")
-    if s:
-        text = "\n".join([
-            "failure fan-out (100 waiters, subprocess)",
-            f"first fail p50 {_f(_g(s, 'first_fail_ms', 'median'))} ms",
-            f"all failed p50 {_f(_g(s, 'fanout_ms', 'median'))} ms (p99 {_f(_g(s, 'fanout_ms', 'p99'))})",
-            f"submit after loss {_f(_g(s, 'submit_after_loss_us', 'median'))} µs",
-            f"stop {_f(_g(s, 'stop_ms', 'median'))} ms · reopen {_f(_g(s, 'reopen_ms', 'median'))} ms",
-            f"saxpy after reopen ok: {_f(s.get('saxpy_after_reopen_ok'))}",
-        ])
-        a4.text(0.98, 0.97, text, transform=a4.transAxes, ha="right", va="top", fontsize=8, family="monospace",
-                bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})
-    _caption(fig, results)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return "ok"
-
-
-def _caption(fig: Any, results: dict[str, Any]) -> None:
-    m = results.get("meta", {})
-    fig.text(0.01, 0.005, f"arig {m.get('arig', '')} {m.get('git', '')} · {m.get('date', '')} · {m.get('host', '')} · GPU: {m.get('gpu', 'none')} · "
-             f"{'quick' if m.get('quick') else 'full'} run · medians, ratios within this run", fontsize=7, color="gray")

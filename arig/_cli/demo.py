@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import struct
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -97,9 +99,6 @@ def _host_saxpy(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buffer, 
 
 async def _nv_saxpy(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buffer, int], Awaitable[int]]:
     """The shipped cubin's saxpy as a prepared arig.nvrm.Launch (the kernel-driver path)."""
-    from pathlib import Path
-    import struct
-
     image = await dev.load((Path(__file__).resolve().parent.parent / "kernels" / "kernels.cubin").read_bytes())
     func = image.function("saxpy")
 

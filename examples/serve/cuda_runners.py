@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from .lifecycle import ArigRunner, BaselineRunner
 from .model import HIDDEN, IN, OUT, weights
 
 __all__ = ["ArigCuda", "BaselineCuda", "import_torch"]
@@ -104,11 +105,9 @@ class TorchMLP:
             slot.y_pin[:n].copy_(y, non_blocking=True)
 
 
-class ArigCuda:
-    """The batch on an adopted torch stream, awaited with ``dev.wait(await dev.submit(None, queue=q))``."""
-
-    server = "arig"
-    how = "torch ops on a torch.cuda.Stream; q = dev.adopt(stream); await dev.wait(await dev.submit(None, queue=q))"
+class _OnGpu:
+    """A runner of the model on GPU ``index``, ``slots`` batches of up to ``max_batch`` rows
+    in flight (``start`` makes the model)."""
 
     def __init__(self, index: int, *, slots: int, max_batch: int) -> None:
         self.index = index
@@ -116,8 +115,14 @@ class ArigCuda:
         self.slots = slots
         self.max_batch = max_batch
         self.model: TorchMLP | None = None
-        self.dev: Any = None
-        self.queue: Any = None
+
+
+class ArigCuda(_OnGpu, ArigRunner):
+    """The batch on an adopted torch stream, awaited with ``dev.wait(await dev.submit(None, queue=q))``."""
+
+    server = "arig"
+    how = "torch ops on a torch.cuda.Stream; q = dev.adopt(stream); await dev.wait(await dev.submit(None, queue=q))"
+    queue: Any = None
 
     async def start(self) -> None:
         import arig
@@ -143,33 +148,12 @@ class ArigCuda:
         model.give(slot)
         return out
 
-    async def stop(self) -> None:
-        if self.dev is not None:
-            await self.dev.stop()
 
-    @property
-    def lost(self) -> BaseException | None:
-        return None if self.dev is None else self.dev.lost
-
-    @property
-    def stopped(self) -> bool:
-        return self.dev is not None and self.dev.stopped
-
-
-class BaselineCuda:
+class BaselineCuda(_OnGpu, BaselineRunner):
     """The same batch, awaited with ``event.record(stream)`` and ``await loop.run_in_executor(None, event.synchronize)``."""
 
     server = "baseline"
     how = "torch ops on a torch.cuda.Stream; event.record(stream); await loop.run_in_executor(None, event.synchronize)"
-
-    def __init__(self, index: int, *, slots: int, max_batch: int) -> None:
-        self.index = index
-        self.device = f"cuda:{index}"
-        self.slots = slots
-        self.max_batch = max_batch
-        self.model: TorchMLP | None = None
-        self._lost: BaseException | None = None
-        self._stopped = False
 
     async def start(self) -> None:
         self.model = TorchMLP(self.index, self.slots, self.max_batch)
@@ -193,12 +177,4 @@ class BaselineCuda:
     async def stop(self) -> None:
         if self.model is not None and self._lost is None:
             self.model.torch.cuda.synchronize(self.index)
-        self._stopped = True
-
-    @property
-    def lost(self) -> BaseException | None:
-        return self._lost
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
+        await super().stop()

@@ -10,6 +10,7 @@ import numpy as np
 import arig
 import arig.host
 
+from .lifecycle import ArigRunner, BaselineRunner
 from .model import OUT, Weights, forward_into, weights
 
 __all__ = ["ArigHost", "BaselineHost"]
@@ -20,7 +21,16 @@ def _forward_fill(queue: Any, arg: tuple[Weights, np.ndarray, np.ndarray], v: in
     queue.enqueue(forward_into, *arg)
 
 
-class ArigHost:
+class _OnHost:
+    """A runner of the model on the CPU, with its weights."""
+
+    device = "host"
+
+    def __init__(self) -> None:
+        self.w = weights()
+
+
+class ArigHost(_OnHost, ArigRunner):
     """``v = await dev.submit(fill, (weights, x, out)); await dev.wait(v)`` on ``arig.host.cpu()``.
 
     The device's one worker is the model's ordered lane, as a stream is on a
@@ -29,12 +39,7 @@ class ArigHost:
     """
 
     server = "arig"
-    device = "host"
     how = "fill enqueues forward(x, out) on the host device's worker; v = await dev.submit(fill, arg); await dev.wait(v)"
-
-    def __init__(self) -> None:
-        self.w = weights()
-        self.dev: Any = None
 
     async def start(self) -> None:
         self.dev = await arig.open(arig.host.cpu(), stop_timeout=10.0)
@@ -45,29 +50,12 @@ class ArigHost:
         await self.dev.wait(v)
         return out
 
-    async def stop(self) -> None:
-        if self.dev is not None:
-            await self.dev.stop()
 
-    @property
-    def lost(self) -> BaseException | None:
-        return None if self.dev is None else self.dev.lost
-
-    @property
-    def stopped(self) -> bool:
-        return self.dev is not None and self.dev.stopped
-
-
-class BaselineHost:
+class BaselineHost(_OnHost, BaselineRunner):
     """``await loop.run_in_executor(None, forward, x, out)``: the common way to keep numpy off the loop."""
 
     server = "baseline"
-    device = "host"
     how = "await loop.run_in_executor(None, forward, x, out)"
-
-    def __init__(self) -> None:
-        self.w = weights()
-        self._stopped = False
 
     async def start(self) -> None:
         pass
@@ -76,14 +64,3 @@ class BaselineHost:
         out = np.empty((len(x), OUT), np.float32)
         await asyncio.get_running_loop().run_in_executor(None, forward_into, self.w, x, out)
         return out
-
-    async def stop(self) -> None:
-        self._stopped = True
-
-    @property
-    def lost(self) -> BaseException | None:
-        return None
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped

@@ -22,9 +22,8 @@ import numpy as np
 import arig
 import arig.cuda
 import arig.cuda_abi as abi
-from arig.cuda import Launch, capture, pack
-from arig.cuda._demo import shipped_image
-from arig.cuda._lib import check, lib
+from arig.cuda import Launch, capture, pack, shipped_image
+from arig.cuda._lib import check, lib  # raw libcuda: the streams the tests capture on are their own
 
 REPO = Path(__file__).resolve().parents[2]
 CU_STREAM_NON_BLOCKING = 1

@@ -1,4 +1,4 @@
-"""The command line as a newcomer meets it: ``--version``, one-line messages and
+"""What the command line says and how it ends: ``--version``, one-line messages and
 consistent exit statuses (0 done, 1 failed, 2 bad arguments, 130 Ctrl-C), never a
 traceback for these; ``top`` without a GPU ends; ``info`` says why a device is missing."""
 
