@@ -65,7 +65,7 @@ import numpy as np
 from .. import _log, _native
 from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceStopped, FillError, OpenError, safe_repr
 from .._memory import Buffer, Image, never_free
-from ..device import Backend, fill_result
+from .._backend import Backend, fill_result
 from . import _cubin, _fd, _rm
 from . import _exec_params as E
 from . import _push as pb
