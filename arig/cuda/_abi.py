@@ -232,6 +232,16 @@ class CudaAbi:
         self._limiter = anyio.CapacityLimiter(1)
         return self
 
+    @property
+    def context(self) -> int:
+        """The device's CUcontext as an int, for code that must make it current
+        (``arig.cuda.capture``).  Any thread; no driver call.  Raises
+        ``DeviceStopped`` once the device's stop released the context."""
+        ctx = self._backend.ctx
+        if not ctx:
+            raise DeviceStopped(f"{self._backend.name} is stopped: its context is released")
+        return int(ctx)
+
     def symbol(self, name: str) -> int | None:
         """The address of libcuda's export ``name``, or None.  The suffix selects
         the interface version: ``"cuStreamWaitValue64_v2"``.  Any thread."""
