@@ -324,8 +324,10 @@ class Device:
         waits = self._waits
         if waits is None:
             raise ArigTypeError(f"{self.name} cannot wait for CUDA events: pass a CUDA device")
+        if not 0 < _check_index(handle, "handle") < 1 << 64:  # 0 is no event: the driver would refuse the wait, and lose the device
+            raise ArigValueError(f"handle must be an event's handle, in 1..2**64-1, got {handle}")
         self._check_usable()
-        slot = waits.event_slot(_check_index(handle, "handle"))
+        slot = waits.event_slot(handle)
         item = waits.prepare_event(slot)
         if self._full():
             await self._sub.wait_space(self._check_usable)

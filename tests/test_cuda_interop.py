@@ -193,6 +193,12 @@ async def test_a_wait_event_whose_hand_off_fails_loses_the_device(fake: FakeCuda
 async def test_a_cuda_device_adopts_waits_for_events_and_wraps(fake: FakeCuda) -> None:
     async with await _open() as dev:
         assert dev.features == {"adopt", "wait_event", "wrap"}
+        for no_event in (0, -1, 1 << 64):
+            with pytest.raises(ValueError, match="an event's handle"):
+                await dev.join_event(no_event)
+        with pytest.raises(TypeError, match="handle must be an int"):
+            await dev.join_event("0x1234")  # type: ignore[arg-type]
+        assert dev.submitted == 0 and dev.lost is None
 
 
 async def test_wait_event_without_a_device_opens_one_for_the_loop(fake: FakeCuda) -> None:

@@ -1,4 +1,4 @@
-"""What compiled code needs from a CUDA device (the seed's ``Rig_cuda_abi``).
+"""What compiled code needs from a CUDA device: its record and the fill prototype.
 
 Compiled code drives a CUDA device through the CUDA library the device was
 opened with.  It reaches the device's driver two ways: the *record*

@@ -1,4 +1,4 @@
-"""Stream capture (the seed's ``Cuda.Graph``): record a stream's work once, replay it with one call.
+"""Stream capture: record a stream's work once, replay it with one call.
 
 ::
 
@@ -59,7 +59,7 @@ How ``launch`` keeps an exec alive until its work is done
     Each launch (with ``retain=True``, the default) enqueues, right after
     ``cuGraphLaunch``, a host function on the same stream that is libc's
     ``sem_post`` on a semaphore of that launch: no Python, no GIL, no lock, no
-    CUDA call, as the ``Rig_cuda_abi`` seed allows a fill's host functions.
+    CUDA call, which is all CUDA lets a host function do.
     The launch's (semaphore, exec) pair waits in a per-stream registry; every
     later call of this module (``launch`` included) reaps the pairs whose
     semaphore was posted (``sem_trywait``, not a CUDA call), oldest first.
