@@ -326,3 +326,19 @@ async def test_dlpack_device_of_cuda_buffers(fake: FakeCuda) -> None:
         view = np.from_dlpack(p)  # host-visible memory goes to numpy without a copy
         view[:] = 7
         assert (p.numpy() == 7).all() and view.__array_interface__["data"][0] == p.address
+
+
+async def test_the_record_gives_the_devices_context_until_stop(fake: FakeCuda) -> None:
+    """Code handed a device's record (``arig.cuda.capture`` among it) makes the device's context
+    current through ``record.context``, never through the device's internals."""
+    dev = await _open()
+    record = dev.capability(arig.cuda_abi.KEY)
+    assert record.context == fake.primary(0).handle
+    await dev.stop()
+    with pytest.raises(arig.DeviceStopped, match="context is released"):
+        record.context  # noqa: B018
+    begin = arig.cuda.capture.begin_capture  # a blocking call: off the loop's thread
+    with pytest.raises(arig.DeviceStopped, match="context is released"):
+        await asyncio.to_thread(begin, 0, context=dev)
+    with pytest.raises(TypeError, match="a CUDA device's record or a CUDA device"):
+        await asyncio.to_thread(begin, 0, context=object())
