@@ -39,17 +39,15 @@ import inspect
 import operator
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ._errors import ArigTypeError, safe_repr
 from ._memory import Buffer, Image
-
-if TYPE_CHECKING:  # annotations only: neither module needs this one
-    from ._submit import SubmitThread
-    from ._timeline import Timeline
-    from .queue import AdoptedQueue
+from ._submit import SubmitThread
+from ._timeline import Timeline
+from .queue import AdoptedQueue
 
 __all__ = [
     "Adopts",
