@@ -87,8 +87,9 @@ class Device:
     facts: Mapping[str, Any]
     queues: tuple[Queue, ...]
     #: What this device offers beyond the common model, fixed at open: a subset of
-    #: ``"adopt"``, ``"wait_event"``, ``"dma"``, ``"map_host"`` and ``"wrap"``, each
-    #: the name of a method (or of ``arig.cuda.wait_event``) that works here.
+    #: ``"adopt"``, ``"wait_event"``, ``"dma"``, ``"map_host"`` and ``"wrap"``, each the
+    #: name of the method that works here (``"wait_event"``: ``join_event``, and so
+    #: ``arig.cuda.wait_event``); the others raise ``ArigTypeError`` naming who has them.
     features: frozenset[str]
     _st: SubmitThread
     _sub: Submitter
