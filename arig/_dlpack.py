@@ -429,12 +429,12 @@ def check_request(
 
 
 def buffer_dlpack_device(buf: Any) -> tuple[int, int]:
-    """``Buffer.__dlpack_device__``: the buffer's ``_dl`` attribute.
+    """``Buffer.__dlpack_device__``: where the buffer's bytes are, for DLPack.
 
-    ``Buffer`` sets ``_dl = (kDLCUDA, ordinal)`` for CUDA device memory and
-    ``(kDLCPU, 0)`` for host-visible memory (host, pinned, mapped).  Until
-    it does, host-visible memory is still known to be ``(kDLCPU, 0)``; CUDA
-    device memory of unknown ordinal is refused.
+    A driver's buffer of memory the host cannot see carries ``_dl``, its
+    ``(device type, id)`` (``arig.cuda``'s device memory: ``(kDLCUDA,
+    ordinal)``); host-visible memory (host, pinned, mapped) is ``(kDLCPU,
+    0)``.  Memory that is neither is refused: no consumer could find it.
     """
     dl = getattr(buf, "_dl", None)
     if dl is not None:

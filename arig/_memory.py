@@ -4,6 +4,10 @@ A buffer's memory is freed by its driver on the device's submit thread,
 never on the event loop: ``close()`` and the finalizer only post the free.
 The finalizer holds the release callable, never the buffer, so it cannot
 keep the buffer alive (cuda.core's ``_MembersNeededForFinalize`` pattern).
+
+``Buffer`` knows nothing of any driver: what only one driver's memory has
+(a CUDA buffer's ``__cuda_array_interface__`` and its DLPack device) lives
+in that driver's subclass.
 """
 
 from __future__ import annotations
@@ -20,7 +24,12 @@ __all__ = ["Buffer", "Image"]
 
 
 class Buffer:
-    """Memory of a device: ``address`` and ``nbytes``; ``numpy()`` for host-visible kinds."""
+    """Memory of a device: ``address`` and ``nbytes``; ``numpy()`` for host-visible kinds.
+
+    DLPack export works for host-visible memory (as ``kDLCPU``) here; a driver
+    whose memory the host cannot see subclasses it and sets ``_dl``, its DLPack
+    ``(device type, id)`` (``arig._dlpack.buffer_dlpack_device``).
+    """
 
     def __init__(
         self,
@@ -30,8 +39,6 @@ class Buffer:
         nbytes: int,
         release: Callable[[], None],
         host: np.ndarray[Any, Any] | None = None,
-        cuda_device_memory: bool = False,
-        dl: tuple[int, int] | None = None,
         keep: Any = None,
         readonly: bool = False,
     ) -> None:
@@ -41,8 +48,6 @@ class Buffer:
         self.nbytes = nbytes
         self.readonly = readonly
         self._host = host
-        self._cuda = cuda_device_memory
-        self._dl = dl  # DLPack (device type, id): (2, ordinal) for CUDA device memory; None: host-visible (1, 0) or unknown
         self._keep = keep  # a wrapped array's owner (``Device.wrap``), released with the buffer
         self._finalizer = weakref.finalize(self, release)
 
@@ -62,16 +67,6 @@ class Buffer:
             raise ArigValueError("buffer is closed")
         view: np.ndarray[Any, Any] = self._host.view(dtype)
         return view if shape is None else view.reshape(shape)
-
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]:
-        """Bytes of device memory, for CuPy, PyTorch and Numba (version 3)."""
-        if not self._cuda:
-            # AttributeError by the protocol: hasattr() is how consumers ask.
-            raise AttributeError("__cuda_array_interface__")
-        if self.closed:
-            raise ArigValueError("buffer is closed")
-        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.address, False), "version": 3, "strides": None, "stream": None}
 
     def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: bool | None = None) -> Any:
         """The bytes as a DLPack capsule (``torch.from_dlpack(buf)``, ``cupy.from_dlpack(buf)``: no copy).

@@ -2,33 +2,48 @@
 
 A device is three parts with one lifetime each:
 
-* the *backend* (``Backend``), a driver's own calls, run only on
+* the *backend* (``Backend``, declared in ``arig._backend``), a driver's
+  own calls, run only on
 * the *submit thread* (``arig._submit``), which calls fills one at a time
   and tells the backend to signal values, and
 * the *timeline* (``arig._timeline``), whose futures live on the event loop.
 
-The device on top holds no driver state: the host, CUDA and kernel-driver
-devices differ only in their backend.
+The device on top holds no driver state and names no driver: the host, CUDA
+and kernel-driver devices differ only in their backend, and what only some
+of them offer (``dev.features``) is found once, at open.
 """
 
 from __future__ import annotations
 
-import abc
 import asyncio
-import inspect
 import logging
-import operator
 import time
 import types
 import warnings
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from threading import get_ident
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from . import _instruments, _log
+from ._backend import (
+    DEFERRED,
+    Adopts,
+    Backend,
+    ExportsDmabuf,
+    MapsHost,
+    Opener,
+    Submitter,
+    WaitsEvents,
+    Wraps,
+    callable_name,
+    deferred_result,
+    defers_work,
+    features_of,
+    fill_result,
+)
 from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe, safe_repr
 from ._memory import Buffer, Image
 from ._submit import SubmitThread
@@ -46,161 +61,6 @@ DEFAULT_STOP_TIMEOUT = 30.0
 #: Seconds a stop that used up its timeout still gives the submit thread to end:
 #: a thread that is not inside a fill ends at once.
 STOP_GRACE = 0.05
-
-
-#: Code flags of functions whose call makes a coroutine or a generator instead
-#: of doing their work: as a fill, or as a host queue's work, they would do nothing.
-DEFERRED = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_GENERATOR
-
-
-def defers_work(fn: Any) -> bool:
-    """Does calling ``fn`` only make a coroutine or generator (``async def``, a generator function)?
-
-    A fill runs on a thread with no event loop: such a fill would be called,
-    do nothing, and its value be reached.  Cheap for a plain function (one
-    flag test); other callables (partials, bound methods, objects with
-    ``__call__``) take inspect's slower checks.
-    """
-    if type(fn) is types.FunctionType:
-        return bool(fn.__code__.co_flags & DEFERRED)
-    call = type(fn).__call__  # an object with ``async def __call__`` makes coroutines too
-    return any(inspect.iscoroutinefunction(f) or inspect.isasyncgenfunction(f) or inspect.isgeneratorfunction(f) for f in (fn, call))
-
-
-def deferred_result(r: Any) -> bool:
-    """Is ``r`` a coroutine or generator that a call made instead of doing its work?
-
-    A coroutine is closed here: collected unawaited, it would warn.
-    """
-    if inspect.iscoroutine(r):
-        r.close()
-        return True
-    return inspect.isgenerator(r) or inspect.isasyncgen(r)
-
-
-def fill_result(r: Any, v: int, error_of: Callable[[int, int], BaseException], codes: str = "an int error code") -> None:
-    """Check what a fill of value ``v`` returned (submit thread): None or 0 (numpy's integers too) is
-    success; another int raises ``error_of(code, v)``; anything else is a misuse, named."""
-    if r is None:
-        return
-    if type(r) is not bool and not isinstance(r, np.bool_):
-        try:
-            code = operator.index(r)
-        except TypeError:
-            pass
-        else:
-            if code != 0:
-                err = error_of(code, v)  # the driver's error (FillError, CudaError): of arig's tree
-                raise err
-            return
-    if deferred_result(r):
-        raise ArigTypeError(f"fill returned {type(r).__name__}: it never ran; a fill is a plain function, not async def or a generator")
-    raise ArigTypeError(f"fill returned {safe_repr(r)} of type {type(r).__name__}; a fill returns None, 0 or {codes}")
-
-
-def callable_name(fn: Any) -> str:
-    """A callable's name for a message; never raises (a caller's ``__repr__`` might)."""
-    try:
-        name = getattr(fn, "__qualname__", None)
-    except Exception:  # noqa: BLE001
-        name = None
-    return name if isinstance(name, str) else type(fn).__name__
-
-
-class Opener(Protocol):
-    """What ``arig.open`` takes: a name and ``make()``, run on the new device's submit thread."""
-
-    name: str
-
-    def make(self) -> Backend: ...
-
-
-class Backend(abc.ABC):
-    """A driver under a device.  Every method but ``check_fill`` and ``abort``
-    runs on the device's submit thread."""
-
-    name: str
-    arch: str
-    facts: Mapping[str, Any]
-    #: What each queue's fills receive as ``queue``.
-    queue_handles: Sequence[Any]
-    #: Records declared for compiled code, by key (``Device.capability``).
-    capabilities: Mapping[Any, Any] = types.MappingProxyType({})
-    #: Work pending with no progress for this long loses the device (None: never).
-    hang_ms: int | None = None
-    timeline: Timeline
-
-    def bind(self, timeline: Timeline, post: Callable[..., None]) -> None:
-        """Report completions to ``timeline`` (``timeline.report(queue, v)``, any thread).
-
-        ``post(fn, *args)`` runs ``fn(*args)`` later on the submit thread, from
-        any thread (finalizers free memory through it).
-        """
-        self.timeline = timeline
-        self.post = post
-
-    def check_fill(self, fill: Any) -> Any:
-        """Validate a fill on the loop thread (no driver call); return what ``call_fill`` takes.
-
-        An ``async def`` (or generator) fill is refused here, before a value
-        is assigned: called on the submit thread it would only make a coroutine.
-        """
-        if not callable(fill):
-            raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), got {type(fill).__name__}")
-        if defers_work(fill):
-            raise ArigTypeError(
-                f"fill {callable_name(fill)} makes a coroutine or generator when called; a fill is a plain function that enqueues work and returns"
-            )
-        return fill
-
-    def prepare(self, fill: Any, arg: Any) -> Any:
-        """Check a submission on the loop thread (no driver call); return the item the submitter's ``put`` takes.
-
-        Raises for anything that cannot be a fill or its arg, before a value is assigned.
-        """
-        return (self.check_fill(fill), arg)
-
-    def submitter(self, st: SubmitThread, limit: int) -> Any:
-        """Loop thread, once at open: what takes submissions (``full``, ``wait_space``,
-        ``wake_space``, ``put(qi, item, v)``).  Default: the submit thread."""
-        return st
-
-    @abc.abstractmethod
-    def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
-        """Call the fill on queue ``qi``; raise to lose the device."""
-
-    @abc.abstractmethod
-    def signal(self, qi: int, v: int) -> None:
-        """Arrange ``timeline.report(qi, v)`` once queue ``qi``'s work so far has completed."""
-
-    def mark(self, qi: int, v: int) -> None:
-        """After each fill: record cheaply that ``v`` follows the work so far on
-        queue ``qi`` (progress between signals).  Optional."""
-
-    def abort(self) -> None:
-        """The device is lost: unblock whatever waits on the driver.  Loop thread; must not block."""
-
-    @abc.abstractmethod
-    def close(self) -> None:
-        """Release everything the backend holds."""
-
-    def begin_stop(self) -> None:
-        """Stop began (loop thread, must not block): refuse new driver work of the backend's own."""
-
-    def detach(self) -> None:
-        """After ``close``, on the loop thread: drop what the backend registered with the loop."""
-
-    # Memory and images: optional per driver.
-    # An unsupported operation is an ArigTypeError: this kind of device has no such method.
-    def alloc(self, nbytes: int, kind: str | None) -> Buffer:
-        raise ArigTypeError(f"{self.name} allocates no memory")
-
-    def copy_fill(self, buf: Buffer, array: np.ndarray[Any, Any], to_device: bool) -> tuple[Any, Any]:
-        """A fill and its arg that copy ``array`` into (or out of) ``buf`` on a queue."""
-        raise ArigTypeError(f"{self.name} copies no memory")
-
-    def load(self, image: bytes) -> Image:
-        raise ArigTypeError(f"{self.name} loads no images")
 
 
 #: Every device made, while referenced (``open_devices``).
@@ -226,12 +86,24 @@ class Device:
     arch: str
     facts: Mapping[str, Any]
     queues: tuple[Queue, ...]
+    #: What this device offers beyond the common model, fixed at open: a subset of
+    #: ``"adopt"``, ``"wait_event"``, ``"dma"``, ``"map_host"`` and ``"wrap"``, each the
+    #: name of the method that works here (``"wait_event"``: ``join_event``, and so
+    #: ``arig.cuda.wait_event``); the others raise ``ArigTypeError`` naming who has them.
+    features: frozenset[str]
     _st: SubmitThread
-    _sub: Any
+    _sub: Submitter
     _put: Any
     _full: Any
     _prepare: Any
     _backend: Backend
+    # The backend once more under each feature it has (None where it lacks it), typed by
+    # the feature's protocol: the methods below call a feature through these only.
+    _adopts: Adopts | None
+    _waits: WaitsEvents | None
+    _dmabuf: ExportsDmabuf | None
+    _maps_host: MapsHost | None
+    _wraps: Wraps | None
     _tl: Timeline
     _loop: asyncio.AbstractEventLoop
     _stop_timeout: float
@@ -270,6 +142,12 @@ class Device:
         self._nqueues = len(self.queues)
         self._hang_s = None if backend.hang_ms is None else backend.hang_ms / 1000.0
         self._watch = None
+        self.features = features_of(backend)
+        self._adopts = backend if isinstance(backend, Adopts) else None
+        self._waits = backend if isinstance(backend, WaitsEvents) else None
+        self._dmabuf = backend if isinstance(backend, ExportsDmabuf) else None
+        self._maps_host = backend if isinstance(backend, MapsHost) else None
+        self._wraps = backend if isinstance(backend, Wraps) else None
 
         sub = self._sub = backend.submitter(st, st._limit)
         self._put = sub.put
@@ -378,8 +256,7 @@ class Device:
             qi = queue
             item = self._prepare(fill, arg)
         elif type(queue) is AdoptedQueue:
-            qi = self._adopted_index(queue)
-            item = self._backend.prepare_adopted(queue, fill, arg)  # type: ignore[attr-defined]
+            qi, item = self._adopted_item(queue, fill, arg)
         else:
             qi = self._queue_index(queue)
             item = self._prepare(fill, arg)
@@ -389,19 +266,30 @@ class Device:
         if self._full():
             await self._sub.wait_space(self._check_usable)
             self._check_usable()
-        # No await from here on: the value is assigned iff the work is queued.
         # The fill, its arg and keep live until the value is reached (a native
         # fill is read by the device's own thread, after submit returned).
         held = fill if arg is None and (keep is None or (type(keep) is tuple and not keep)) else (fill, arg, keep)
+        v = self._hand_over(qi, item, held)
+        if ins is not None:
+            ins.call("on_submit", self, v, fill, arg, qi)
+        return v
+
+    def _hand_over(self, qi: int, item: Any, held: Any) -> int:
+        """Assign the next value to ``item`` on lane ``qi`` and hand it to the submitter.
+
+        Every submission ends here, whatever made its item (``submit``, ``join_event``).
+        No await in between: the value is assigned iff the work is queued.  A hand-off
+        that raises once the value exists loses the device, since that value could never
+        be reached: its waiters, and every later one, would otherwise wait forever.
+        """
+        tl = self._tl
         idle = tl.assigned == tl.reached
         v = tl.assign(qi, held)
         try:
             self._put(qi, item, v)
-        except BaseException as exc:  # the value exists but its work is not queued: it can never be reached
+        except BaseException as exc:
             tl.fail(exc)
             raise
-        if ins is not None:
-            ins.call("on_submit", self, v, fill, arg, qi)
         if idle and self._hang_s is not None and self._watch is None:
             self._arm_watchdog()
         return v
@@ -422,39 +310,41 @@ class Device:
         if get_ident() != self._tid or not self._running():
             self._check_loop()
         self._check_usable()
-        adopt = getattr(self._backend, "adopt", None)
-        if adopt is None:
+        adopts = self._adopts
+        if adopts is None:
             raise ArigTypeError(f"{self.name} has no streams to adopt: adopt() is for CUDA devices")
-        q: AdoptedQueue = adopt(stream)
-        if self._tl.lanes <= q.index:
-            self._tl.add_lane()
-        return q
+        return adopts.adopt(stream)
 
-    def _adopted_index(self, queue: AdoptedQueue) -> int:
-        if queue.device != self.name or self._backend.adopted(queue.handle) is not queue:  # type: ignore[attr-defined]
+    def _adopted_item(self, queue: AdoptedQueue, fill: Any, arg: Any) -> tuple[int, Any]:
+        adopts = self._adopts
+        if adopts is None or queue.device != self.name or adopts.adopted(queue.handle) is not queue:
             raise ArigValueError(f"{queue!r} is not a queue of this device")
-        qi: int = queue.index
-        return qi
+        return queue.index, adopts.prepare_adopted(queue, fill, arg)
 
-    async def _submit_join(self, slot: Any, keep: Any) -> int:
-        """Submit a wait, on the join lane, for the event ``slot`` holds (``arig.cuda.wait_event``)."""
+    async def join_event(self, handle: int, *, keep: Any = ()) -> int:
+        """Submit a wait, on the device's join lane, for the event ``handle`` another library
+        records (devices with ``"wait_event"``); return the value it completes on.
+
+        The event's latest record when the device reaches the wait is what is
+        awaited.  ``arig.cuda.wait_event`` is the friendly form: it reads the handle
+        out of torch, CuPy or cuda.core events and awaits the value.  ``keep`` (the
+        event object) stays referenced until the value is reached.  Back-pressure,
+        cancellation and loss are ``submit``'s.
+        """
         if get_ident() != self._tid or not self._running():
             self._check_loop()
-        backend: Any = self._backend
-        qi = backend.join_lane
-        if self._tl.lanes <= qi:
-            self._tl.add_lane()
-        item = backend.prepare_event(slot)
-        tl = self._tl
+        waits = self._waits
+        if waits is None:
+            raise ArigTypeError(f"{self.name} cannot wait for CUDA events: pass a CUDA device")
+        if not 0 < _check_index(handle, "handle") < 1 << 64:  # 0 is no event: the driver would refuse the wait, and lose the device
+            raise ArigValueError(f"handle must be an event's handle, in 1..2**64-1, got {handle}")
         self._check_usable()
+        slot = waits.event_slot(handle)
+        item = waits.prepare_event(slot)
         if self._full():
             await self._sub.wait_space(self._check_usable)
             self._check_usable()
-        v: int = tl.assign(qi, (slot, keep))
-        self._put(qi, item, v)
-        if self._hang_s is not None and self._watch is None:
-            self._arm_watchdog()
-        return v
+        return self._hand_over(waits.join_lane, item, (slot, keep))
 
     async def wait(self, v: int) -> None:
         """Return once ``v`` is reached; raise ``DeviceLost`` if it never will be.
@@ -520,7 +410,7 @@ class Device:
         import (NV devices, NVIDIA's open kernel modules): a ``Dmabuf`` with ``fd``, ``offset`` and
         ``size``.  The export runs on the submit thread; the kernel driver's refusal raises ``RmError``."""
         self._check_loop()
-        dma = getattr(self._backend, "dma", None)
+        dma = self._dmabuf
         if dma is None:
             raise ArigTypeError(f"{self.name} exports no dma-bufs: dma() is for NV devices")
         if not isinstance(buf, Buffer) or buf.device != self.name:
@@ -531,7 +421,7 @@ class Device:
         n = buf.nbytes - offset if nbytes is None else _check_index(nbytes, "nbytes")
         if offset + n > buf.nbytes or n <= 0:
             raise ArigValueError(f"the region at {offset} of {n} bytes is not inside the buffer of {buf.nbytes} bytes")
-        return await self._control(dma, buf, offset, n)
+        return await self._control(dma.dma, buf, offset, n)
 
     async def map_host(self, obj: Any) -> Buffer:
         """Host memory the program already has, mapped for the GPU without a copy (NV devices).
@@ -545,7 +435,7 @@ class Device:
         a shared mapping of a file on ext4 or xfs since Linux 6.5) raise ``arig.nvrm.PinRefused``, a
         ``ValueError``, as they always would."""
         self._check_loop()
-        mh = getattr(self._backend, "map_host", None)
+        mh = self._maps_host
         if mh is None:
             raise ArigTypeError(f"{self.name} maps no host memory: map_host() is for NV devices")
         try:
@@ -560,7 +450,7 @@ class Device:
             raise ArigValueError("map_host needs at least one byte")
         address = np.frombuffer(view, dtype=np.uint8).ctypes.data
         self._check_usable()
-        buf: Buffer = await self._control(mh, address, view.nbytes, obj)
+        buf: Buffer = await self._control(mh.map_host, address, view.nbytes, obj)
         return buf
 
     def wrap(self, array: Any) -> Buffer:
@@ -572,11 +462,10 @@ class Device:
         if get_ident() != self._tid or not self._running():
             self._check_loop()
         self._check_usable()
-        wrap = getattr(self._backend, "wrap", None)
-        if wrap is None:
+        wraps = self._wraps
+        if wraps is None:
             raise ArigTypeError(f"{self.name} wraps no foreign arrays: wrap() is for CUDA devices")
-        buf: Buffer = wrap(array)
-        return buf
+        return wraps.wrap(array)
 
     async def upload(self, buf: Buffer, array: np.ndarray, *, queue: Any = 0) -> int:
         """Copy ``array`` into ``buf`` through a queue; return once the copy is done."""

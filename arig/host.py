@@ -20,7 +20,7 @@ import numpy as np
 
 from ._errors import ArigTypeError, ArigValueError, DeviceStopped, FillError, safe_repr
 from ._memory import Buffer
-from .device import DEFERRED, Backend, callable_name, deferred_result, defers_work, fill_result
+from ._backend import DEFERRED, Backend, callable_name, deferred_result, defers_work, fill_result
 
 __all__ = ["cpu", "HostOpener", "HostQueue"]
 

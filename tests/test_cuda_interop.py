@@ -162,6 +162,45 @@ async def test_wait_event(fake: FakeCuda, completion: str) -> None:
         await _in_user_thread(fake, fake.cuEventDestroy_v2, ev)
 
 
+async def test_a_wait_event_whose_hand_off_fails_loses_the_device(fake: FakeCuda, completion: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait's value exists once the hand-off is tried: if the hand-off raises, that value can
+    never be reached, so the device is lost and every waiter hears it, none waits forever."""
+    dev = await _open()
+    ev = await _in_user_thread(fake, lambda: (fake.cuEventCreate(byref(p := c_void_p()), 2), p.value)[1])
+    queue0 = dev.queues[0].handle
+    fake.hold(queue0)  # earlier work, still pending
+    earlier = asyncio.ensure_future(dev.wait(await dev.submit(None)))
+    hand_off = dev._put
+
+    def refuse_the_join_lane(qi: int, item: Any, v: int) -> None:
+        if qi == len(dev.queues):  # the join lane follows the queues
+            raise RuntimeError("the join lane refused the hand-off")
+        hand_off(qi, item, v)
+
+    monkeypatch.setattr(dev, "_put", refuse_the_join_lane)
+    with pytest.raises(RuntimeError, match="refused the hand-off"):
+        await arig.cuda.wait_event(ev, device=dev)
+    assert isinstance(dev.lost, RuntimeError)
+    with pytest.raises(arig.DeviceLost, match="refused the hand-off"):
+        await asyncio.wait_for(earlier, T)
+    with pytest.raises(arig.DeviceLost, match="refused the hand-off"):
+        await asyncio.wait_for(dev.wait(dev.submitted), T)  # the wait's own value
+    fake.release(queue0)
+    await dev.stop()
+    await _in_user_thread(fake, fake.cuEventDestroy_v2, ev)
+
+
+async def test_a_cuda_device_adopts_waits_for_events_and_wraps(fake: FakeCuda) -> None:
+    async with await _open() as dev:
+        assert dev.features == {"adopt", "wait_event", "wrap"}
+        for no_event in (0, -1, 1 << 64):
+            with pytest.raises(ValueError, match="an event's handle"):
+                await dev.join_event(no_event)
+        with pytest.raises(TypeError, match="handle must be an int"):
+            await dev.join_event("0x1234")  # type: ignore[arg-type]
+        assert dev.submitted == 0 and dev.lost is None
+
+
 async def test_wait_event_without_a_device_opens_one_for_the_loop(fake: FakeCuda) -> None:
     def retain() -> None:  # the user's library holds the primary context, as torch does
         assert fake.cuInit(0) == 0 and fake.cuDevicePrimaryCtxRetain(byref(c_void_p()), 0) == 0
@@ -287,3 +326,19 @@ async def test_dlpack_device_of_cuda_buffers(fake: FakeCuda) -> None:
         view = np.from_dlpack(p)  # host-visible memory goes to numpy without a copy
         view[:] = 7
         assert (p.numpy() == 7).all() and view.__array_interface__["data"][0] == p.address
+
+
+async def test_the_record_gives_the_devices_context_until_stop(fake: FakeCuda) -> None:
+    """Code handed a device's record (``arig.cuda.capture`` among it) makes the device's context
+    current through ``record.context``, never through the device's internals."""
+    dev = await _open()
+    record = dev.capability(arig.cuda_abi.KEY)
+    assert record.context == fake.primary(0).handle
+    await dev.stop()
+    with pytest.raises(arig.DeviceStopped, match="context is released"):
+        record.context  # noqa: B018
+    begin = arig.cuda.capture.begin_capture  # a blocking call: off the loop's thread
+    with pytest.raises(arig.DeviceStopped, match="context is released"):
+        await asyncio.to_thread(begin, 0, context=dev)
+    with pytest.raises(TypeError, match="a CUDA device's record or a CUDA device"):
+        await asyncio.to_thread(begin, 0, context=object())

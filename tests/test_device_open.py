@@ -13,6 +13,8 @@ import pytest
 
 import arig
 import arig.host
+from arig import nvrm
+from arig.testing import FakeNvrm
 
 
 def _threads_named(name: str) -> list[threading.Thread]:
@@ -251,3 +253,53 @@ async def test_dma_is_for_nv_devices() -> None:
         buf = await dev.alloc(64)
         with pytest.raises(TypeError, match="dma\\(\\) is for NV devices"):
             await dev.dma(buf)
+
+
+# -- features: what only some devices offer, fixed at open ------------------------------------
+
+
+class _WrappingHostBackend(arig.host.HostBackend):
+    """A host backend that also wraps foreign arrays, as no real host device does."""
+
+    def wrap(self, obj: object) -> arig.Buffer:
+        return arig.Buffer(self.name, "foreign", 0x1000, 8, lambda: None, keep=obj)
+
+
+class _WrappingHostOpener:
+    name = "HOST"
+
+    def make(self) -> arig.host.HostBackend:
+        return _WrappingHostBackend(1, arig.host.DEFAULT_DEPTH, None)
+
+
+@pytest.mark.asyncio
+async def test_a_host_device_has_no_features_and_names_each_it_lacks() -> None:
+    async with await arig.open(arig.host.cpu()) as dev:
+        assert dev.features == frozenset()
+        with pytest.raises(TypeError, match="map_host\\(\\) is for NV devices"):
+            await dev.map_host(bytearray(8))
+        with pytest.raises(TypeError, match="wrap\\(\\) is for CUDA devices"):
+            dev.wrap(object())
+        with pytest.raises(TypeError, match="adopt\\(\\) is for CUDA devices"):
+            dev.adopt(0)
+        with pytest.raises(TypeError, match="cannot wait for CUDA events"):
+            await dev.join_event(1234)
+        assert dev.submitted == 0
+
+
+@pytest.mark.asyncio
+async def test_a_feature_is_found_from_what_the_backend_has() -> None:
+    async with await arig.open(_WrappingHostOpener()) as dev:
+        assert dev.features == {"wrap"}
+        owner = object()
+        buf = dev.wrap(owner)
+        assert buf.kind == "foreign" and buf._keep is owner
+
+
+@pytest.mark.asyncio
+async def test_an_nv_device_has_dma_and_map_host() -> None:
+    fake = FakeNvrm()
+    with fake.installed():
+        async with await arig.open(nvrm.gpu(0)) as dev:
+            assert dev.features == {"dma", "map_host"}
+    assert fake.violations == []

@@ -22,6 +22,7 @@ from arig import _dlpack
 from arig._dlpack import Foreign, buffer_dlpack, buffer_dlpack_device, check_request, dlpack_device, export, foreign, kDLCPU, kDLCUDA, kDLCUDAHost
 from arig._errors import ArigTypeError, ArigValueError
 from arig._memory import Buffer
+from arig.cuda._resources import CudaBuffer
 
 NUMPY_2 = int(np.__version__.split(".")[0]) >= 2
 
@@ -389,12 +390,18 @@ def test_buffer_functions_typed_view() -> None:
     del cap
 
 
-def test_buffer_functions_on_cuda_memory() -> None:
-    buf = Buffer("CUDA:1", "device", 0x7F00_0000_0000, 64, lambda: None, cuda_device_memory=True)
+def test_memory_the_host_cannot_see_needs_its_drivers_dlpack_device() -> None:
+    unknown = Buffer("NV", "device", 0x7F00_0000_0000, 64, lambda: None)  # the core knows no GPU's ordinal
     with pytest.raises(ArigTypeError, match="ordinal"):
-        buffer_dlpack_device(buf)
-    buf._dl = (kDLCUDA, 1)  # type: ignore[attr-defined]  # what Buffer will set
-    assert buffer_dlpack_device(buf) == (kDLCUDA, 1)
+        buffer_dlpack_device(unknown)
+    with pytest.raises(ArigTypeError, match="ordinal"):
+        unknown.__dlpack__()
+    assert not hasattr(unknown, "__cuda_array_interface__")
+
+
+def test_buffer_functions_on_cuda_memory() -> None:
+    buf = CudaBuffer("CUDA:1", "device", 0x7F00_0000_0000, 64, lambda: None, 1)
+    assert buffer_dlpack_device(buf) == (kDLCUDA, 1) and buf.__dlpack_device__() == (kDLCUDA, 1)
     with pytest.raises(BufferError):
         buffer_dlpack(buf, dl_device=(kDLCPU, 0))
     with pytest.raises(BufferError):
@@ -584,7 +591,7 @@ def test_foreign_refuses_other_objects() -> None:
 
 
 def test_foreign_of_an_arig_cuda_buffer_reads_its_interface() -> None:
-    buf = Buffer("CUDA", "device", 0x7F00_0000_2000, 96, lambda: None, cuda_device_memory=True)
+    buf = CudaBuffer("CUDA", "device", 0x7F00_0000_2000, 96, lambda: None, 0)
     f = foreign(buf)
     assert (f.address, f.nbytes, f.device_type, f.keep) == (0x7F00_0000_2000, 96, kDLCUDA, buf)
 

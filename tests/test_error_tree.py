@@ -15,6 +15,7 @@ import arig
 import arig._errors
 import arig.host
 from arig._memory import Buffer, Image
+from arig.cuda._resources import CudaBuffer
 from arig.device import Backend
 
 ARIG = Path(arig.__file__).resolve().parent
@@ -82,7 +83,7 @@ def test_wrong_loop_and_key_errors_are_public_and_in_the_tree() -> None:
 
 
 def test_buffer_misuse_raises_misuse_errors() -> None:
-    device_memory = Buffer("CUDA", "device", 0x1000, 16, lambda: None, cuda_device_memory=True)
+    device_memory = CudaBuffer("CUDA", "device", 0x1000, 16, lambda: None, 0)
     with pytest.raises(arig.ArigTypeError, match="not visible to the host"):
         device_memory.numpy()
     device_memory.close()

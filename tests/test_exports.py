@@ -9,7 +9,9 @@ import sys
 import pytest
 
 import arig
+import arig._backend
 import arig._errors
+import arig.device
 
 LAZY = {"cuda", "cuda_abi", "nvrm"}
 
@@ -99,3 +101,9 @@ def test_fill_error_carries_its_code() -> None:
     assert "3" in str(err)
     assert arig.FillError(1, "why").code == 1
     assert "why" in str(arig.FillError(1, "why"))
+
+
+def test_the_device_module_still_offers_the_backend_seams_names() -> None:
+    """Backends written against ``arig.device`` keep working: it re-exports the seam's names, the same objects."""
+    for name in ("Backend", "Opener", "DEFERRED", "defers_work", "deferred_result", "fill_result", "callable_name"):
+        assert name in arig.device.__all__ and getattr(arig.device, name) is getattr(arig._backend, name)

@@ -171,6 +171,29 @@ async def test_loss_wakes_a_submit_waiting_for_room() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_submit_whose_hand_off_fails_loses_the_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a value is assigned its work must be queued: a hand-off that raises leaves a value that
+    can never be reached, so the device is lost, and the earlier waiter hears it instead of hanging."""
+    gate = threading.Event()
+    async with await arig.open(arig.host.cpu()) as dev:
+        try:
+            earlier = asyncio.ensure_future(dev.wait(await dev.submit(lambda q, a, v: q.enqueue(gate.wait, 5.0))))
+
+            def refuse(qi: int, item: Any, v: int) -> None:
+                raise Boom("the hand-off failed")
+
+            monkeypatch.setattr(dev, "_put", refuse)
+            with pytest.raises(Boom, match="the hand-off failed"):
+                await dev.submit(_noop)
+            assert isinstance(dev.lost, Boom) and dev.submitted == 2
+            with pytest.raises(arig.DeviceLost) as info:
+                await asyncio.wait_for(earlier, 5.0)
+            _check_lost(info.value, dev)
+        finally:
+            gate.set()
+
+
+@pytest.mark.asyncio
 async def test_a_healthy_device_is_not_lost() -> None:
     async with await arig.open(arig.host.cpu()) as dev:
         v = await dev.submit(lambda q, a, v: q.enqueue(lambda: None))

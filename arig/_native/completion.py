@@ -25,7 +25,7 @@ from typing import Any
 from .._memory import never_free
 from .._errors import ArigError, FillError
 from .._port import port_of
-from ..device import fill_result
+from .._backend import fill_result
 from . import PY, PY_FAILED, Core
 
 __all__ = ["NativeCompletion", "IDLE_SPIN_NS"]

@@ -1,4 +1,4 @@
-"""What compiled code needs from a CUDA device (the seed's ``Rig_cuda_abi``).
+"""What compiled code needs from a CUDA device: its record and the fill prototype.
 
 Compiled code drives a CUDA device through the CUDA library the device was
 opened with.  It reaches the device's driver two ways: the *record*
@@ -231,6 +231,16 @@ class CudaAbi:
         self._stopping = False
         self._limiter = anyio.CapacityLimiter(1)
         return self
+
+    @property
+    def context(self) -> int:
+        """The device's CUcontext as an int, for code that must make it current
+        (``arig.cuda.capture``).  Any thread; no driver call.  Raises
+        ``DeviceStopped`` once the device's stop released the context."""
+        ctx = self._backend.ctx
+        if not ctx:
+            raise DeviceStopped(f"{self._backend.name} is stopped: its context is released")
+        return int(ctx)
 
     def symbol(self, name: str) -> int | None:
         """The address of libcuda's export ``name``, or None.  The suffix selects

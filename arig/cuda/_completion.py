@@ -46,7 +46,7 @@ from .. import _native
 from .._native import completion as _completion
 from .._native.completion import IDLE_SPIN_NS
 from .._libc import SEM_POST, Timespec, name_thread, new_semaphore, sem_destroy, sem_post, sem_timedwait
-from ..device import fill_result
+from .._backend import fill_result
 from ._lib import CudaError, check, lib
 
 __all__ = ["NativeCompletion", "PureCompletion", "FAULT_POLL"]

@@ -23,7 +23,7 @@ from typing import Any
 from .._memory import never_free
 from .. import _env, _log, _native
 from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
-from ..device import Backend
+from .._backend import Adopts, Backend, WaitsEvents, Wraps
 from . import _abi
 from ._completion import NativeCompletion, PureCompletion, _fill_result
 from .._libc import name_thread
@@ -133,7 +133,7 @@ class CudaOpener:
         return f"arig.cuda.gpu({self.index})"
 
 
-class CudaBackend(Resources, Backend):
+class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
     """Open, describe, queues and close; submission items; memory and images come from ``Resources``."""
 
     def __init__(self, opener: CudaOpener) -> None:
@@ -167,7 +167,6 @@ class CudaBackend(Resources, Backend):
         self.submit_thread: Any = None
         self._cfills: dict[int, tuple[Any, int]] = {}  # id -> (C fill pointer, its address): checked once
         self._adopted: dict[int, AdoptedQueue] = {}  # stream handle -> its queue
-        self.join_lane: int | None = None
         name_thread("arig-submit")
         try:
             check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
@@ -371,11 +370,18 @@ class CudaBackend(Resources, Backend):
             raise ArigValueError(f"{safe_repr(stream)} is a stream of GPU {ordinal}; {self.name} is GPU {self.ordinal}")
         q = self._adopted.get(handle)
         if q is None:
-            assert self.join_lane is not None
-            if self.native:
-                self.completion.add_join_lane()  # type: ignore[union-attr]
-            q = self._adopted[handle] = AdoptedQueue(self.name, self.join_lane, handle, stream)
+            q = self._adopted[handle] = AdoptedQueue(self.name, self._use_join_lane(), handle, stream)
         return q
+
+    def _use_join_lane(self) -> int:
+        """The join lane, from its first use on a lane of the timeline and of the native core's
+        deliveries.  The one place a CUDA device's lane count grows: until something is joined,
+        the timeline has the queues' lanes only (one queue's values need no ordering)."""
+        if self.timeline.lanes <= self.join_lane:
+            self.timeline.add_lane()  # first: a lane is delivered only once the timeline has it
+            if isinstance(self.completion, NativeCompletion):
+                self.completion.add_join_lane()
+        return self.join_lane
 
     def adopted(self, handle: int) -> AdoptedQueue | None:
         return self._adopted.get(handle)
@@ -399,8 +405,8 @@ class CudaBackend(Resources, Backend):
 
     def prepare_event(self, slot: Any) -> Any:
         """The item that makes the join lane wait for the event ``slot`` holds (recorded by its owner)."""
+        self._use_join_lane()
         if self.native:
-            self.completion.add_join_lane()  # type: ignore[union-attr]
             return (_native.JOIN, 0, ctypes.addressof(slot), 0)
         return (_Join(0, slot, False), None)
 

@@ -24,10 +24,33 @@ from ._lib import check, lib
 def _nothing() -> None:
     """A wrapped array's memory is its owner's to free."""
 
-__all__ = ["Resources"]
+__all__ = ["Resources", "CudaBuffer"]
 
 CU_MEMHOSTALLOC_PORTABLE = 1
 CU_MEMHOSTALLOC_DEVICEMAP = 2
+#: DLPack's device type of CUDA device memory.
+kDLCUDA = 2
+
+
+class CudaBuffer(Buffer):
+    """Device memory of a CUDA device, its own or a wrapped array's.
+
+    What the core ``Buffer`` cannot know: other CUDA libraries read it through
+    ``__cuda_array_interface__``, and its DLPack device is the GPU's
+    ``(kDLCUDA, ordinal)``.  Pinned and mapped memory are plain buffers: the
+    host sees them, so they export as host memory and offer no CUDA interface.
+    """
+
+    def __init__(self, device: str, kind: str, address: int, nbytes: int, release: Any, ordinal: int, *, keep: Any = None, readonly: bool = False) -> None:
+        super().__init__(device, kind, address, nbytes, release, keep=keep, readonly=readonly)
+        self._dl = (kDLCUDA, ordinal)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Bytes of device memory, for CuPy, PyTorch and Numba (version 3)."""
+        if self.closed:
+            raise ArigValueError("buffer is closed")
+        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.address, False), "version": 3, "strides": None, "stream": None}
 
 
 class Resources:
@@ -47,19 +70,17 @@ class Resources:
         if kind == "device":
             d = c_uint64()
             check(lib.cuMemAlloc_v2(byref(d), nbytes), f"cuMemAlloc({nbytes})")
-            addr = d.value
-            host = None
-        elif kind in ("pinned", "mapped"):
-            p = c_void_p()
-            flags = CU_MEMHOSTALLOC_PORTABLE | (CU_MEMHOSTALLOC_DEVICEMAP if kind == "mapped" else 0)
-            check(lib.cuMemHostAlloc(byref(p), nbytes, flags), f"cuMemHostAlloc({nbytes})")
-            addr = p.value or 0
-            host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
-        else:
+            self._live[d.value] = kind
+            return CudaBuffer(self.name, kind, d.value, nbytes, _Release(self.post, self._free, d.value), self.ordinal)
+        if kind not in ("pinned", "mapped"):
             raise ArigValueError(f"kind must be 'device', 'pinned' or 'mapped', not {kind!r}")
+        p = c_void_p()
+        flags = CU_MEMHOSTALLOC_PORTABLE | (CU_MEMHOSTALLOC_DEVICEMAP if kind == "mapped" else 0)
+        check(lib.cuMemHostAlloc(byref(p), nbytes, flags), f"cuMemHostAlloc({nbytes})")
+        addr = p.value or 0
+        host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
         self._live[addr] = kind
-        dl = (2, self.ordinal) if kind == "device" else None  # DLPack's kDLCUDA; host-visible kinds are kDLCPU
-        return Buffer(self.name, kind, addr, nbytes, _Release(self.post, self._free, addr), host=host, cuda_device_memory=kind == "device", dl=dl)
+        return Buffer(self.name, kind, addr, nbytes, _Release(self.post, self._free, addr), host=host)
 
     def wrap(self, obj: Any) -> Buffer:
         """Loop thread (no driver call): another library's GPU array as a buffer of this device."""
@@ -69,7 +90,7 @@ class Resources:
         if f.device_type != _dlpack.kDLCUDA or f.device_id not in (self.ordinal, -1):
             where = f"GPU {f.device_id}" if f.device_type == _dlpack.kDLCUDA else f"DLPack device type {f.device_type}"
             raise ArigValueError(f"cannot wrap {safe_repr(obj)}: its memory is on {where}, not in {self.name}'s device memory (GPU {self.ordinal})")
-        return Buffer(self.name, "foreign", f.address, f.nbytes, _nothing, cuda_device_memory=True, dl=(2, self.ordinal), keep=f.keep, readonly=f.readonly)
+        return CudaBuffer(self.name, "foreign", f.address, f.nbytes, _nothing, self.ordinal, keep=f.keep, readonly=f.readonly)
 
     def _free(self, addr: int) -> None:
         kind = self._live.pop(addr, None)

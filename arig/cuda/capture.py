@@ -1,4 +1,4 @@
-"""Stream capture (the seed's ``Cuda.Graph``): record a stream's work once, replay it with one call.
+"""Stream capture: record a stream's work once, replay it with one call.
 
 ::
 
@@ -59,7 +59,7 @@ How ``launch`` keeps an exec alive until its work is done
     Each launch (with ``retain=True``, the default) enqueues, right after
     ``cuGraphLaunch``, a host function on the same stream that is libc's
     ``sem_post`` on a semaphore of that launch: no Python, no GIL, no lock, no
-    CUDA call, as the ``Rig_cuda_abi`` seed allows a fill's host functions.
+    CUDA call, which is all CUDA lets a host function do.
     The launch's (semaphore, exec) pair waits in a per-stream registry; every
     later call of this module (``launch`` included) reaps the pairs whose
     semaphore was posted (``sem_trywait``, not a CUDA call), oldest first.
@@ -95,9 +95,10 @@ from ctypes import byref, c_int, c_void_p
 from typing import Any
 
 from .._memory import never_free
-from .._errors import ArigError, ArigTypeError, ArigValueError, DeviceStopped
+from .._errors import ArigError, ArigTypeError, ArigValueError
 from .._libc import SEM_POST, new_semaphore, sem_trywait
 from ..queue import Queue
+from ._abi import KEY, CudaAbi
 from ._gpu import GpuState, at_fork_in_child, gpu_state, states
 from ._lib import CudaError, check, lib
 
@@ -213,18 +214,12 @@ def _resolve(context: Any) -> int:
     record = context
     capability = getattr(context, "capability", None)
     if callable(capability):
-        from ._abi import KEY
-
         record = capability(KEY)
         if record is None:
             raise ArigTypeError(f"{context!r} is not a CUDA device")
-    backend = getattr(record, "_backend", None)
-    if backend is None or not hasattr(backend, "ctx"):
+    if not isinstance(record, CudaAbi):
         raise ArigTypeError(f"context must be a CUcontext int, a CUDA device's record or a CUDA device, got {type(context).__name__}")
-    ctx = backend.ctx
-    if not ctx:
-        raise DeviceStopped(f"{backend.name} is stopped: its context is released")
-    return int(ctx)
+    return record.context
 
 
 def _current() -> int:

@@ -19,6 +19,7 @@ import asyncio
 import weakref
 from typing import Any
 
+from .. import device as _device
 from .._errors import ArigTypeError, ArigValueError, safe_repr
 
 __all__ = ["stream_handle", "event_handle", "wait_event"]
@@ -131,11 +132,9 @@ async def _keeper(loop: asyncio.AbstractEventLoop, private: _Private) -> Any:
 
 async def _device_for(gpu: int | None) -> Any:
     """An open CUDA device of this loop on ``gpu`` (any GPU if None), opening one if none is."""
-    from ..device import open_devices  # noqa: PLC0415 - a cycle at import time otherwise
-
     loop = asyncio.get_running_loop()
-    for found in open_devices(loop):
-        if getattr(found._backend, "join_lane", None) is not None and (gpu is None or found.facts.get("ordinal") == gpu):
+    for found in _device.open_devices(loop):
+        if "wait_event" in found.features and (gpu is None or found.facts.get("ordinal") == gpu):
             return found
     private = _private.get(loop)
     if private is None:
@@ -146,8 +145,7 @@ async def _device_for(gpu: int | None) -> Any:
         index = 0 if gpu is None else gpu
         dev = private.devices.get(index)
         if dev is None or dev.stopped or dev.lost is not None:
-            from .. import device as _device  # noqa: PLC0415
-            from . import gpu as opener  # noqa: PLC0415
+            from . import gpu as opener  # noqa: PLC0415 - arig.cuda imports this module
 
             dev = private.devices[index] = await _device.open(opener(index))
         return dev
@@ -168,8 +166,5 @@ async def wait_event(event: Any, *, device: Any = None) -> None:
     if handle == 0:
         return
     dev = device if device is not None else await _device_for(gpu)
-    if getattr(dev._backend, "join_lane", None) is None:
-        raise ArigTypeError(f"{dev.name} cannot wait for CUDA events: pass a CUDA device")
-    slot = dev._backend.event_slot(handle)
-    v = await dev._submit_join(slot, event)
+    v = await dev.join_event(handle, keep=event)  # a device without "wait_event" refuses, naming why
     await dev.wait(v)

@@ -38,7 +38,7 @@ from .. import _log, _native
 from .._errors import ArigValueError, OpenError
 from .._launchspec import c_arg
 from .._memory import Buffer, Image, never_free
-from ..device import Backend
+from .._backend import Backend
 from . import _exec_params as E
 from . import _queue, _rm, _staging
 from . import abi as _abi

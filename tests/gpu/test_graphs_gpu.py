@@ -192,7 +192,7 @@ async def test_fill_is_called_with_the_queues_stream_its_arg_and_v_with_the_cont
         v0 = await dev.submit(fill, token, queue=0)
         v1 = await dev.submit(fill, token, queue=1)
         await dev.wait(v1)
-        ctx = kit.rec._backend.ctx
+        ctx = kit.rec.context
         assert [s[:3] for s in seen] == [(dev.queues[0].handle, token, v0), (dev.queues[1].handle, token, v1)]
         assert dev.queues[0].handle != dev.queues[1].handle
         assert all(s[3] == ctx and s[4] == ctx for s in seen), "the device's context is current; the queue is a stream of it"
