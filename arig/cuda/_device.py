@@ -10,8 +10,11 @@ Threads, and what each may do:
   and one waiter thread per queue reports (``_completion.PureCompletion``);
 * the **event loop** never calls libcuda.
 
-How a value's completion is known, per path, is ``_completion``'s business;
-this module opens, describes, allocates, loads and closes.
+Which engine runs a device (native core or pure Python) is ``arig._engine``'s
+decision, made once at open; what each engine does with a submission, and how
+a value's completion is known, is ``_completion``'s business: this module
+holds one engine object and never asks which.  It opens, describes,
+allocates, loads and closes.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
 from .._memory import never_free
-from .. import _env, _log, _native
+from .. import _engine, _log
 from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
 from ..device import Backend
 from . import _abi
-from ._completion import NativeCompletion, PureCompletion, _fill_result
+from ._completion import Completion, _fill_result, open_completion
 from .._libc import name_thread
 from .._launchspec import c_arg, fill_address
-from ._items import Copy, _CFill, _graph_fill, _launch_fill
+from ._items import Copy
 from ._resources import Resources
 from ._gpu import gpu_state
 from ._launch import Launch
@@ -53,10 +56,6 @@ CUDA_ERROR_NOT_READY = 600
 #: _ILLEGAL_INSTRUCTION, _MISALIGNED_ADDRESS, _INVALID_ADDRESS_SPACE, _INVALID_PC, _LAUNCH_FAILED).
 STICKY = frozenset({700, 714, 715, 716, 717, 718, 719})
 ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_minor": 76, "unified_addressing": 41}
-
-
-def _no_work(stream: int, arg: Any, v: int) -> None:
-    """The pure path's fill for ``submit(None)``: no work, the value marks the queue's earlier work."""
 
 
 class _Join:
@@ -163,7 +162,7 @@ class CudaBackend(Resources, Backend):
         self._live: dict[int, str] = {}
         self._images: set[int] = set()
         self._modules_of: dict[int, int] = {}  # CUfunction -> CUmodule, for images this device loaded
-        self.completion: NativeCompletion | PureCompletion | None = None
+        self.completion: Completion | None = None
         self.submit_thread: Any = None
         self._cfills: dict[int, tuple[Any, int]] = {}  # id -> (C fill pointer, its address): checked once
         self._adopted: dict[int, AdoptedQueue] = {}  # stream handle -> its queue
@@ -289,18 +288,18 @@ class CudaBackend(Resources, Backend):
         d = c_uint64()
         check(lib.cuMemHostGetDevicePointer_v2(byref(d), self._words, 0), "cuMemHostGetDevicePointer")
         # Stream memory operations let the GPU write the words; without them host functions do.
-        memops = opener.memops is not False and not _env.NO_MEMOPS
-        memops = memops and lib.has("cuStreamWriteValue64_v2") and lib.cuStreamWriteValue64_v2(self._streams[0], d.value, 0, 0) == 0
+        refused = "memops=False" if opener.memops is False else _engine.memops()
+        memops = refused is None and lib.has("cuStreamWriteValue64_v2") and lib.cuStreamWriteValue64_v2(self._streams[0], d.value, 0, 0) == 0
         check(lib.cuStreamSynchronize(self._streams[0]), "cuStreamSynchronize")
-        kind = NativeCompletion if _native.library() is not None else PureCompletion
-        self.completion = kind(self, self.ctx or 0, self._streams, self._words, d.value, memops, opener.spin_us)
-        self.native = kind is NativeCompletion
+        engine = _engine.choose()
+        self.completion = open_completion(engine, self, self.ctx or 0, self._streams, self._words, d.value, memops, opener.spin_us)
+        self._launch_item = self.completion.launch_item
+        self._prepare_by_type = self._item_makers(self.completion)
         if not memops:
-            why = "memops=False" if opener.memops is False else "ARIG_NO_MEMOPS=1" if _env.NO_MEMOPS else "the driver has no stream memory operations"
-            _log.fallback(f"{self.name}: completions written by host functions, not by the GPU ({why})")
+            _log.fallback(f"{self.name}: completions written by host functions, not by the GPU ({refused or 'the driver has no stream memory operations'})")
         self._facts["stream_memops"] = memops
         self._facts["completion"] = self.completion.description
-        self._facts["core"] = _native.status()
+        self._facts["core"] = engine.why
 
     # -- the loop side of submission ------------------------------------------------
     def submitter(self, st: Any, limit: int) -> Any:
@@ -308,7 +307,7 @@ class CudaBackend(Resources, Backend):
         self.submit_thread = st
         assert self.completion is not None
         self.completion.bind(st._loop, limit)
-        return self.completion if self.native else st
+        return self.completion.submitter(st)
 
     def begin_stop(self) -> None:
         self.record._begin_stop()
@@ -324,45 +323,45 @@ class CudaBackend(Resources, Backend):
     def prepare(self, fill: Any, arg: Any) -> Any:
         """Check a submission on the loop (no driver call) and make the item the submitter takes."""
         t = type(fill)
-        if t is Launch:
+        if t is Launch:  # the hot path: one type test, one arg test, one engine call
             if arg is not None:
                 raise ArigValueError("a Launch submitted as the fill takes no arg (it carries its arguments)")
-            if self.native:
-                return fill._item
-            item: tuple[Any, ...] = fill._item
-        elif t is Copy:
-            item = (fill.kind, fill.a, fill.b, fill.c)
-        elif t is _abi.Graph:
+            return self._launch_item(fill)
+        make = self._prepare_by_type.get(t)
+        if make is not None:
+            return make(fill, arg)
+        return self._prepare_other(fill, arg)
+
+    def _item_makers(self, engine: Completion) -> dict[type, Any]:
+        """The item makers of the fill types known by exact type (loop thread, through prepare)."""
+
+        def graph(fill: Any, arg: Any) -> Any:
             if arg is not None:
                 raise ArigValueError("a Graph submitted as the fill takes no arg")
-            item = (_native.GRAPH, fill.handle, 0, 0)
-        elif isinstance(fill, int) and not isinstance(fill, bool):
-            item = (_native.CFILL, fill_address(fill), c_arg(arg), 0)
-        elif isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
+            return engine.graph_item(fill)
+
+        return {
+            Copy: lambda fill, arg: engine.copy_item(fill),
+            _abi.Graph: graph,
+            type(None): lambda fill, arg: engine.mark_item(),
+        }
+
+    def _prepare_other(self, fill: Any, arg: Any) -> Any:
+        """C fills (an address, a ctypes function) and Python fills: told apart by isinstance."""
+        assert self.completion is not None
+        if isinstance(fill, int) and not isinstance(fill, bool):
+            return self.completion.cfill_item(fill_address(fill), c_arg(arg))
+        if isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
             known: tuple[Any, int] | None = self._cfills.get(id(fill))
             if known is None or known[0] is not fill:
                 if len(self._cfills) > 256:
                     self._cfills.clear()
                 known = self._cfills[id(fill)] = (fill, fill_address(fill))
-            item = (_native.CFILL, known[1], c_arg(arg), 0)
-        elif callable(fill):
+            return self.completion.cfill_item(known[1], c_arg(arg))
+        if callable(fill):
             self.check_fill(fill)  # the one check every backend makes of a Python fill (no async def)
-            return (_native.PY, fill, arg) if self.native else (fill, arg)
-        elif fill is None:
-            return (_native.MARK, 0, 0, 0) if self.native else (_no_work, None)
-        else:
-            raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")
-        if self.native:
-            return item
-        # The pure path runs everything on the submit thread.
-        kind = item[0]
-        if kind == _native.LAUNCH:
-            return (_launch_fill, fill)
-        if kind == _native.GRAPH:
-            return (_graph_fill, fill)
-        if kind == _native.CFILL:
-            return (_CFill(FILL(item[1])), item[2])
-        return (fill, None)
+            return self.completion.python_item(fill, arg)
+        raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")
 
     # -- adopted streams and awaited events (loop thread: no driver call) -----------------
     def adopt(self, stream: Any) -> AdoptedQueue:
@@ -371,9 +370,8 @@ class CudaBackend(Resources, Backend):
             raise ArigValueError(f"{safe_repr(stream)} is a stream of GPU {ordinal}; {self.name} is GPU {self.ordinal}")
         q = self._adopted.get(handle)
         if q is None:
-            assert self.join_lane is not None
-            if self.native:
-                self.completion.add_join_lane()  # type: ignore[union-attr]
+            assert self.join_lane is not None and self.completion is not None
+            self.completion.add_join_lane()
             q = self._adopted[handle] = AdoptedQueue(self.name, self.join_lane, handle, stream)
         return q
 
@@ -382,38 +380,28 @@ class CudaBackend(Resources, Backend):
 
     def prepare_adopted(self, q: AdoptedQueue, fill: Any, arg: Any) -> Any:
         """The item of a submission on an adopted queue: its fill on the user's stream, then the join."""
+        assert self.completion is not None
         if fill is None:
-            if self.native:
-                return (_native.JOIN, q.handle, ctypes.addressof(q.slot), 1)
-            return (_Join(q.handle, q.slot, True), None)
+            return self.completion.join_item(_Join(q.handle, q.slot, True))
         if type(fill) in (Launch, Copy, _abi.Graph) or isinstance(fill, (int, ctypes._CFuncPtr)):  # type: ignore[attr-defined]
             raise ArigTypeError(
                 f"an adopted queue takes Python fills and None, not a {type(fill).__name__}: launch on the stream in a Python fill, or submit to dev.queues"
             )
         self.check_fill(fill)
-        joined = _Join(q.handle, q.slot, True, fill)
-        return (_native.PY, joined, arg) if self.native else (joined, arg)
+        return self.completion.python_item(_Join(q.handle, q.slot, True, fill), arg)
 
     def event_slot(self, handle: int) -> Any:
         return ctypes.c_void_p(handle)
 
     def prepare_event(self, slot: Any) -> Any:
         """The item that makes the join lane wait for the event ``slot`` holds (recorded by its owner)."""
-        if self.native:
-            self.completion.add_join_lane()  # type: ignore[union-attr]
-            return (_native.JOIN, 0, ctypes.addressof(slot), 0)
-        return (_Join(0, slot, False), None)
+        assert self.completion is not None
+        return self.completion.join_item(_Join(0, slot, False))
 
     # -- the submit thread ---------------------------------------------------------
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
-        stream = self._streams[qi]
-        if type(fill) is _CFill:
-            rc = fill.fn(stream, arg, v)
-            if rc:
-                raise CudaError.of(rc, f"C fill of value {v}")
-            return
         assert self.completion is not None
-        self.completion.call_fill(stream, fill, arg, v)
+        self.completion.call_fill(self._streams[qi], fill, arg, v)
 
     def mark(self, qi: int, v: int) -> None:
         assert self.completion is not None
