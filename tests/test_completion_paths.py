@@ -2,8 +2,9 @@
 reached only after the (fake) GPU ran all work up to it.
 
 Modes (the ``mode``/``path`` fixtures): the native core or the pure-Python
-threads (``arig._env.PURE``), each with and without stream memory operations
-(``FakeCuda(memops=False)``: the driver has no ``cuStreamWriteValue64``).
+threads (conftest's ``engine``), each with and without stream memory operations
+(conftest's ``memops``, and ``FakeCuda(memops=False)``: the driver has no
+``cuStreamWriteValue64``).
 The defect guarded against: without stream memory operations, a wake-up of a
 waiter thread by the submit thread was taken for a completion, so ``wait(v)``
 returned before v's work ran.  Here every piece of work is a fake kernel that
@@ -21,7 +22,11 @@ import asyncio
 import contextlib
 import ctypes
 import gc
+import json
+import os
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -36,8 +41,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import arig
-import arig._env
-import arig._native
+import arig._engine
 import arig.cuda
 import arig.cuda_abi as abi
 from arig.cuda import Launch, pack
@@ -55,29 +59,11 @@ class Mode:
     native: bool
     memops: bool
 
-    @property
-    def id(self) -> str:
-        return ("native" if self.native else "pure") + ("-memops" if self.memops else "-nomemops")
 
-
-MODES = [Mode(True, True), Mode(True, False), Mode(False, True), Mode(False, False)]
-
-
-def _apply(mode: Mode, monkeypatch: pytest.MonkeyPatch) -> None:
-    if mode.native:
-        if arig._native.library() is None:
-            pytest.skip(f"the native core is not here: {arig._native.status()}")
-    else:
-        monkeypatch.setattr(arig._env, "PURE", True)
-    # The memops modes must not silently become no-memops under ARIG_NO_MEMOPS=1.
-    monkeypatch.setattr(arig._env, "NO_MEMOPS", False)
-
-
-@pytest.fixture(params=MODES, ids=[m.id for m in MODES])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Mode:
-    m: Mode = request.param
-    _apply(m, monkeypatch)
-    return m
+@pytest.fixture
+def mode(engine: str, memops: bool) -> Mode:
+    """One of the four: conftest's ``engine`` times ``memops`` (which also makes the fake's driver have them)."""
+    return Mode(engine == arig._engine.NATIVE, memops)
 
 
 @dataclass
@@ -294,15 +280,13 @@ async def test_held_stream_reaches_nothing_until_released(path: Path) -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("native", [True, False], ids=["native", "pure"])
-async def test_memops_off_by_option_uses_host_functions_only(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_memops_off_by_option_uses_host_functions_only(engine: str) -> None:
     """The driver has stream memory operations but ``gpu(0, memops=False)``: the same
     held-stream contract, and no cuStreamWriteValue64 is ever enqueued."""
-    _apply(Mode(native, False), monkeypatch)
     ran = Ran()
     with _use(FakeCuda(memops=True)) as fake:
         async with _stopped_at_exit(fake, await asyncio.wait_for(arig.open(arig.cuda.gpu(0, memops=False)), T)) as dev:
-            assert dev.facts["stream_memops"] is False and dev.facts["completion"].startswith("native" if native else "pure")
+            assert dev.facts["stream_memops"] is False and dev.facts["completion"].startswith(engine)
             img = await dev.load(fake.image(record=ran.spec()))
             sub = Submitter(dev, img.function("record"))
             q = dev.queues[0].handle
@@ -319,11 +303,11 @@ async def test_memops_off_by_option_uses_host_functions_only(native: bool, monke
 
 
 @pytest.mark.asyncio
-async def test_no_memops_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``ARIG_NO_MEMOPS=1`` (``arig._env.NO_MEMOPS``) over a driver that has them."""
-    monkeypatch.setattr(arig._env, "NO_MEMOPS", True)
+async def test_memops_refused_by_the_engine_choice(engine: str) -> None:
+    """Stream memory operations refused where the engine is chosen (as ``ARIG_NO_MEMOPS=1``
+    does) over a driver that has them: host functions only, and the held-stream contract."""
     ran = Ran()
-    with _use(FakeCuda(memops=True)) as fake:
+    with arig._engine.using(stream_memops=False), _use(FakeCuda(memops=True)) as fake:
         async with _stopped_at_exit(fake, await asyncio.wait_for(arig.open(arig.cuda.gpu(0)), T)) as dev:
             assert dev.facts["stream_memops"] is False
             img = await dev.load(fake.image(record=ran.spec()))
@@ -337,6 +321,33 @@ async def test_no_memops_by_environment(monkeypatch: pytest.MonkeyPatch) -> None
             assert ran.snapshot() == [v]
             del img
         assert fake.calls("cuStreamWriteValue64_v2") == []
+
+
+_OPEN_AND_SAY = """
+import asyncio, json, arig, arig.cuda
+from arig.testing import FakeCuda
+
+async def main():
+    async with await arig.open(arig.cuda.gpu(0)) as dev:
+        return {k: dev.facts[k] for k in ("completion", "stream_memops", "core")}
+
+with FakeCuda(memops=True).installed():
+    print(json.dumps(asyncio.run(main())))
+"""
+
+
+@pytest.mark.parametrize("env", [{}, {"ARIG_PURE": "1"}, {"ARIG_NO_MEMOPS": "1"}, {"ARIG_PURE": "1", "ARIG_NO_MEMOPS": "1"}], ids=repr)
+def test_environment_chooses_the_engine_and_memops(env: dict[str, str]) -> None:
+    """``ARIG_PURE=1`` and ``ARIG_NO_MEMOPS=1`` reach the one place that chooses (a fresh
+    process: they are read at import), and the device's facts say what was chosen and why."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("ARIG_PURE", "ARIG_NO_MEMOPS")}
+    out = subprocess.run([sys.executable, "-c", _OPEN_AND_SAY], env={**clean, **env}, capture_output=True, text=True, timeout=60, check=True)
+    facts = json.loads(out.stdout.splitlines()[-1])
+    assert facts["stream_memops"] is ("ARIG_NO_MEMOPS" not in env)
+    if "ARIG_PURE" in env:
+        assert facts["completion"].startswith("pure") and facts["core"] == "pure Python (ARIG_PURE=1)"
+    else:
+        assert facts["completion"].startswith(arig._engine.choose().name) and facts["core"] == arig._engine.status()
 
 
 # -- 2. a long kernel is not reached early ---------------------------------------------------------
@@ -853,9 +864,8 @@ def _run_example(mode: Mode, ops: list[tuple[Any, ...]]) -> None:
     assert errors == []
 
 
-@pytest.mark.parametrize("m", MODES, ids=[m.id for m in MODES])
-def test_random_programs(m: Mode, monkeypatch: pytest.MonkeyPatch) -> None:
-    _apply(m, monkeypatch)
+def test_random_programs(mode: Mode) -> None:
+    m = mode
 
     @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(st.lists(OPS, max_size=30))
@@ -865,9 +875,8 @@ def test_random_programs(m: Mode, monkeypatch: pytest.MonkeyPatch) -> None:
     run()
 
 
-@pytest.mark.parametrize("m", MODES, ids=[m.id for m in MODES])
-def test_a_fixed_program_with_every_op(m: Mode, monkeypatch: pytest.MonkeyPatch) -> None:
-    _apply(m, monkeypatch)
+def test_a_fixed_program_with_every_op(mode: Mode) -> None:
+    m = mode
     ops: list[tuple[Any, ...]] = [
         ("hold", 0), ("py", 0), ("launch", 1), ("cfill", 0), ("graph", 1), ("waiter", 1), ("waiter", 0),
         ("wait", 0, 0.03), ("hold", 1), ("launch", 1), ("waiter", 5), ("cancel", 2, 1), ("wait", 4, 0.01),
