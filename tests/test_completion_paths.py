@@ -347,7 +347,8 @@ def test_environment_chooses_the_engine_and_memops(env: dict[str, str]) -> None:
     if "ARIG_PURE" in env:
         assert facts["completion"].startswith("pure") and facts["core"] == "pure Python (ARIG_PURE=1)"
     else:
-        assert facts["completion"].startswith(arig._engine.choose().name) and facts["core"] == arig._engine.status()
+        # native where the core loads in that process; either way the facts agree on which, and why
+        assert "ARIG_PURE" not in facts["core"] and facts["completion"].split()[0] == facts["core"].split()[0], facts
 
 
 # -- 2. a long kernel is not reached early ---------------------------------------------------------
