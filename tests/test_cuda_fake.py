@@ -50,6 +50,12 @@ def fake() -> Iterator[FakeCuda]:
         yield f
 
 
+@pytest.fixture
+def completion(engine: str) -> str:
+    """conftest's ``engine``, under the name the modules that import this fixture use."""
+    return engine
+
+
 async def _until(pred: Callable[[], Any], timeout: float = T) -> None:
     deadline = time.monotonic() + timeout
     while not pred():

@@ -6,8 +6,10 @@ the same shape, so the backend never asks which one it holds:
 
 * the loop side: ``submitter`` (who takes the items), ``bind``, ``abort``,
   ``detach``, ``add_join_lane``, and the item of each kind of fill
-  (``launch_item``, ``graph_item``, ``cfill_item``, ``copy_item``,
-  ``python_item``, ``mark_item``, ``join_item``);
+  (``graph_item``, ``cfill_item``, ``copy_item``, ``python_item``,
+  ``mark_item``, ``join_item``).  A ``Launch`` is the exception: its item is
+  the core record it carries, on either engine (the pure one runs that
+  record in Python), so that the hottest submission costs no engine call;
 * the submit thread: ``call_fill``, ``mark``, ``signal``, ``stop_thread``,
   ``stats`` and ``close``.
 
@@ -44,7 +46,6 @@ thread.
 from __future__ import annotations
 
 import ctypes
-import operator
 import threading
 import time
 from collections import deque
@@ -55,11 +56,11 @@ from typing import Any, Protocol
 from .._memory import never_free
 from .. import _native
 from .._engine import NATIVE, PURE, Engine, no_fill
-from .._native import CFILL, GRAPH, JOIN, MARK, PY
+from .._native import CFILL, GRAPH, JOIN, MARK, PY, LaunchRecord
 from .._native.completion import IDLE_SPIN_NS, NativeCompletion
 from .._libc import SEM_POST, Timespec, name_thread, new_semaphore, sem_destroy, sem_post, sem_timedwait
 from ..device import fill_result
-from ._items import Copy, _CFill, _graph_fill, _launch_fill
+from ._items import Copy, _CFill, _graph_fill
 from ._lib import FILL, CudaError, check, lib
 
 __all__ = ["CudaNativeCompletion", "PureCompletion", "Completion", "open_completion", "FAULT_POLL"]
@@ -131,9 +132,6 @@ class CudaNativeCompletion(NativeCompletion):
     # -- loop thread: who takes items, and what each fill becomes -----------------------
     def submitter(self, submit_thread: Any) -> Any:
         return self  # the core's ring; Python fills reach the submit thread through put
-
-    #: A Launch carries its core record already: the hot path is one C-level attribute read.
-    launch_item = operator.attrgetter("_item")
 
     def graph_item(self, graph: Any) -> tuple[Any, ...]:
         return (GRAPH, graph.handle, 0, 0)
@@ -273,9 +271,6 @@ class PureCompletion:
     def submitter(self, submit_thread: Any) -> Any:
         return submit_thread  # it runs every fill
 
-    def launch_item(self, launch: Any) -> tuple[Any, ...]:
-        return (_launch_fill, launch)
-
     def graph_item(self, graph: Any) -> tuple[Any, ...]:
         return (_graph_fill, graph)
 
@@ -296,12 +291,15 @@ class PureCompletion:
 
     # -- the submit thread -----------------------------------------------------------
     def call_fill(self, stream: int, fill: Any, arg: Any, v: int) -> None:
-        if type(fill) is _CFill:  # called through ctypes without the GIL; its result is a CUresult
+        t = type(fill)
+        if t is int:  # a Launch's core record: (LAUNCH, its address), as the native core is handed it
+            _fill_result(_launch_record(stream, arg), v)
+        elif t is _CFill:  # called through ctypes without the GIL; its result is a CUresult
             rc = fill.fn(stream, arg, v)
             if rc:
                 raise CudaError.of(rc, f"C fill of value {v}")
-            return
-        _fill_result(fill(stream, arg, v), v)
+        else:
+            _fill_result(fill(stream, arg, v), v)
 
     def mark(self, qi: int, v: int) -> None:
         self._lanes[qi].mark(v)
@@ -328,6 +326,14 @@ class PureCompletion:
 
 
 _NO_FILL = (no_fill, None)
+
+
+def _launch_record(stream: int, address: int) -> int:
+    """Launch the kernel a ``LaunchRecord`` at ``address`` describes, as the native core would
+    (its owner, the ``Launch``, is held by the device until the value is reached)."""
+    rec = LaunchRecord.from_address(address)
+    g, b = rec.grid, rec.block
+    return int(lib.cuLaunchKernel(rec.func, g[0], g[1], g[2], b[0], b[1], b[2], rec.shared, stream, None, rec.extra))
 
 #: The object of one job per engine ``arig._engine`` names.
 Completion = CudaNativeCompletion | PureCompletion

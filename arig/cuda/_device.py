@@ -20,6 +20,7 @@ allocates, loads and closes.
 from __future__ import annotations
 
 import ctypes
+import types
 from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
@@ -293,7 +294,6 @@ class CudaBackend(Resources, Backend):
         check(lib.cuStreamSynchronize(self._streams[0]), "cuStreamSynchronize")
         engine = _engine.choose()
         self.completion = open_completion(engine, self, self.ctx or 0, self._streams, self._words, d.value, memops, opener.spin_us)
-        self._launch_item = self.completion.launch_item
         self._prepare_by_type = self._item_makers(self.completion)
         if not memops:
             _log.fallback(f"{self.name}: completions written by host functions, not by the GPU ({refused or 'the driver has no stream memory operations'})")
@@ -323,10 +323,10 @@ class CudaBackend(Resources, Backend):
     def prepare(self, fill: Any, arg: Any) -> Any:
         """Check a submission on the loop (no driver call) and make the item the submitter takes."""
         t = type(fill)
-        if t is Launch:  # the hot path: one type test, one arg test, one engine call
+        if t is Launch:  # the hot path: its core record is its item on either engine
             if arg is not None:
                 raise ArigValueError("a Launch submitted as the fill takes no arg (it carries its arguments)")
-            return self._launch_item(fill)
+            return fill._item
         make = self._prepare_by_type.get(t)
         if make is not None:
             return make(fill, arg)
@@ -344,6 +344,9 @@ class CudaBackend(Resources, Backend):
             Copy: lambda fill, arg: engine.copy_item(fill),
             _abi.Graph: graph,
             type(None): lambda fill, arg: engine.mark_item(),
+            # the usual Python fills, found without the isinstance tests of _prepare_other
+            types.FunctionType: self._prepare_python,
+            types.MethodType: self._prepare_python,
         }
 
     def _prepare_other(self, fill: Any, arg: Any) -> Any:
@@ -359,9 +362,13 @@ class CudaBackend(Resources, Backend):
                 known = self._cfills[id(fill)] = (fill, fill_address(fill))
             return self.completion.cfill_item(known[1], c_arg(arg))
         if callable(fill):
-            self.check_fill(fill)  # the one check every backend makes of a Python fill (no async def)
-            return self.completion.python_item(fill, arg)
+            return self._prepare_python(fill, arg)
         raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")
+
+    def _prepare_python(self, fill: Any, arg: Any) -> Any:
+        assert self.completion is not None
+        self.check_fill(fill)  # the one check every backend makes of a Python fill (no async def)
+        return self.completion.python_item(fill, arg)
 
     # -- adopted streams and awaited events (loop thread: no driver call) -----------------
     def adopt(self, stream: Any) -> AdoptedQueue:
