@@ -88,7 +88,11 @@ def choose() -> Engine:
 
 
 def library() -> tuple[ctypes.PyDLL, ctypes.CDLL] | None:
-    """The native core's bindings where devices get the native engine now, else None."""
+    """The native core's bindings where devices get the native engine now, else None.
+
+    A device that needs the bindings later (to make a queue, a record) should keep those of the
+    :class:`Engine` it got at open (``choose().libs``): asking again may answer otherwise inside
+    or outside a :func:`using` block."""
     return choose().libs
 
 

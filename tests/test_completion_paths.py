@@ -679,8 +679,8 @@ async def test_back_pressure_waits_for_room_then_proceeds(path: Path) -> None:
 async def test_cancelling_one_submit_waiting_for_room_leaves_the_others(path: Path) -> None:
     """Two tasks wait for room; one is cancelled: the other must go on and get its value.
 
-    Regression: ``NativeCompletion.wait_space`` awaited one shared future bare, so
-    cancelling one waiting submit cancelled it for all (fixed by per-waiter futures).
+    Each waiter must have its own future: a shared one, awaited bare, is cancelled for all
+    by cancelling one waiting submit.
     """
     fake, ran = path.fake, Ran()
     dev = await _open(path, max_pending=2)

@@ -44,7 +44,7 @@ __all__ = ["CudaOpener", "CudaBackend", "count", "FILL"]
 
 #: Driver API version arig needs (12.4: cuModuleEnumerateFunctions, cuFuncGetParamInfo).
 MIN_DRIVER = 12040
-#: hang_ms on a GPU where no display watchdog runs (the seed's 30 s).
+#: hang_ms on a GPU where no display watchdog runs: long enough for any sane kernel, short enough to notice a hang.
 DEFAULT_HANG_MS = 30_000
 
 #: CU_CTX_SCHED_*: how libcuda's threads wait for the GPU.
@@ -458,7 +458,7 @@ class CudaBackend(Resources, Backend):
         for addr in list(self._live):
             self._free(addr)
         for m in list(self._images):  # unloaded at the GPU's next reclaim, not here:
-            self._images.discard(m)  # stopping alone calls no CUDA destructor (seed)
+            self._images.discard(m)  # stopping alone calls no CUDA destructor: a graph may still use the module
             self.gpu.release_module(m)
         if self.completion is not None and self.completion.open:
             self.completion.close(True)  # a failed open: nothing was enqueued
