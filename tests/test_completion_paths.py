@@ -757,89 +757,120 @@ async def _program(mode: Mode, fake: FakeCuda, ops: list[tuple[Any, ...]]) -> No
             await asyncio.wait_for(dev.stop(), T)
 
 
-async def _steps(mode: Mode, fake: FakeCuda, ops: list[tuple[Any, ...]], dev: arig.Device, ex: Example, before: set[threading.Thread], tasks_before: set[asyncio.Task[Any]]) -> None:
-    img = await dev.load(fake.image(record=ex.ran.spec(), bad=(_bad, (8,))))
-    sub = Submitter(dev, img.function("record"))
-    bad = img.function("bad")
-    streams = [q.handle for q in dev.queues]
-    values: list[int] = []
-    queue_of: dict[int, int] = {}
-    waiters: list[asyncio.Task[str]] = []
-    cancelled: set[asyncio.Task[str]] = set()
+@dataclass
+class _Steps:
+    """One example's device and what its ops did so far; each op is the method of its name."""
 
-    async def checked(v: int) -> str:
-        r = await _checked_wait(dev, ex.ran, v, ex.problems)
-        if r != "ok" and dev.lost is None:
-            ex.problems.append(f"wait({v}) raised {r} but the device is not lost")
+    dev: arig.Device
+    fake: FakeCuda
+    ex: Example
+    sub: Submitter
+    bad: Any
+    streams: list[int]
+    values: list[int] = field(default_factory=list)
+    queue_of: dict[int, int] = field(default_factory=dict)
+    waiters: list[asyncio.Task[str]] = field(default_factory=list)
+    cancelled: set[asyncio.Task[str]] = field(default_factory=set)
+
+    async def run(self, op: tuple[Any, ...]) -> None:
+        kind = op[0]
+        await getattr(self, "submit" if kind in ("py", "launch", "cfill", "graph", "fault") else kind)(op)
+
+    async def checked(self, v: int) -> str:
+        r = await _checked_wait(self.dev, self.ex.ran, v, self.ex.problems)
+        if r != "ok" and self.dev.lost is None:
+            self.ex.problems.append(f"wait({v}) raised {r} but the device is not lost")
         return r
 
-    for op in ops:
-        kind = op[0]
-        if kind in ("py", "launch", "cfill", "graph", "fault"):
-            if dev.lost is not None:
-                with pytest.raises(arig.DeviceLost):
-                    await dev.submit(sub._py(sub.func), queue=op[1])
-                continue
-            try:
-                if kind == "fault":
-                    if ex.fault_v is not None:
-                        continue
-                    v = await sub.submit("launch", queue=op[1], func=bad)
-                    ex.fault_v = v
-                else:
-                    v = await sub.submit(kind, queue=op[1])
-            except arig.ArigError:  # DeviceLost, or a graph refused in the faulted context
-                if ex.fault_v is None:
-                    raise
-                continue
-            values.append(v)
-            queue_of[v] = op[1]
-        elif kind == "hold":
-            fake.hold(streams[op[1]])
-        elif kind == "release":
-            fake.release(streams[op[1]])
-        elif kind == "wait" and values:
-            v = values[op[1] % len(values)]
-            try:
-                ex.outcomes.append(await asyncio.wait_for(checked(v), op[2] or 0.001))
-            except TimeoutError:
-                ex.outcomes.append("timeout")
-        elif kind == "waiter" and values:
-            waiters.append(asyncio.create_task(checked(values[op[1] % len(values)])))
-        elif kind == "cancel" and waiters:
-            t = waiters[op[1] % len(waiters)]
-            for _ in range(op[2]):
-                await asyncio.sleep(0)
-            if t.cancel():
-                cancelled.add(t)
-        elif kind == "sleep":
-            await asyncio.sleep(op[1])
+    async def submit(self, op: tuple[Any, ...]) -> None:
+        kind, dev, ex = op[0], self.dev, self.ex
+        if dev.lost is not None:
+            with pytest.raises(arig.DeviceLost):
+                await dev.submit(self.sub._py(self.sub.func), queue=op[1])
+            return
+        try:
+            if kind == "fault":
+                if ex.fault_v is not None:
+                    return
+                v = await self.sub.submit("launch", queue=op[1], func=self.bad)
+                ex.fault_v = v
+            else:
+                v = await self.sub.submit(kind, queue=op[1])
+        except arig.ArigError:  # DeviceLost, or a graph refused in the faulted context
+            if ex.fault_v is None:
+                raise
+            return
+        self.values.append(v)
+        self.queue_of[v] = op[1]
 
-    fake.release()
-    n = dev.submitted
-    assert values == list(range(1, n + 1)), "values are 1..n, gapless"
-    if n:
-        if ex.fault_v is None:
-            await asyncio.wait_for(dev.wait(n), T)
-            assert dev.reached == n
-            assert sorted(ex.ran.snapshot()) == values
-        else:
-            with pytest.raises(arig.DeviceLost, match="CUDA_ERROR_ILLEGAL_ADDRESS"):
+    async def hold(self, op: tuple[Any, ...]) -> None:
+        self.fake.hold(self.streams[op[1]])
+
+    async def release(self, op: tuple[Any, ...]) -> None:
+        self.fake.release(self.streams[op[1]])
+
+    async def wait(self, op: tuple[Any, ...]) -> None:
+        if not self.values:
+            return
+        v = self.values[op[1] % len(self.values)]
+        try:
+            self.ex.outcomes.append(await asyncio.wait_for(self.checked(v), op[2] or 0.001))
+        except TimeoutError:
+            self.ex.outcomes.append("timeout")
+
+    async def waiter(self, op: tuple[Any, ...]) -> None:
+        if self.values:
+            self.waiters.append(asyncio.create_task(self.checked(self.values[op[1] % len(self.values)])))
+
+    async def cancel(self, op: tuple[Any, ...]) -> None:
+        if not self.waiters:
+            return
+        t = self.waiters[op[1] % len(self.waiters)]
+        for _ in range(op[2]):
+            await asyncio.sleep(0)
+        if t.cancel():
+            self.cancelled.add(t)
+
+    async def sleep(self, op: tuple[Any, ...]) -> None:
+        await asyncio.sleep(op[1])
+
+    async def check_values(self) -> list[int]:
+        """After the ops: every value reached (or, after a fault, none from it on), each ran once, in order."""
+        dev, ex, values = self.dev, self.ex, self.values
+        n = dev.submitted
+        assert values == list(range(1, n + 1)), "values are 1..n, gapless"
+        if n:
+            if ex.fault_v is None:
                 await asyncio.wait_for(dev.wait(n), T)
-            assert dev.reached < ex.fault_v
-            assert set(range(1, dev.reached + 1)) <= set(ex.ran.snapshot())
-    results = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), T)
-    for t, r in zip(waiters, results, strict=True):
-        if t in cancelled:
-            assert isinstance(r, (asyncio.CancelledError, str)), repr(r)
-        else:
-            assert r in ("ok", "DeviceLost"), repr(r)
-            assert r == "ok" or ex.fault_v is not None
-    ran = ex.ran.snapshot()
-    assert len(ran) == len(set(ran)), "each value's work ran once"
-    for qi in range(2):  # each queue ran its work in value order
-        on_q = [v for v in ran if queue_of[v] == qi]
-        assert on_q == sorted(on_q), (qi, on_q)
+                assert dev.reached == n
+                assert sorted(ex.ran.snapshot()) == values
+            else:
+                with pytest.raises(arig.DeviceLost, match="CUDA_ERROR_ILLEGAL_ADDRESS"):
+                    await asyncio.wait_for(dev.wait(n), T)
+                assert dev.reached < ex.fault_v
+                assert set(range(1, dev.reached + 1)) <= set(ex.ran.snapshot())
+        results = await asyncio.wait_for(asyncio.gather(*self.waiters, return_exceptions=True), T)
+        for t, r in zip(self.waiters, results, strict=True):
+            if t in self.cancelled:
+                assert isinstance(r, (asyncio.CancelledError, str)), repr(r)
+            else:
+                assert r in ("ok", "DeviceLost"), repr(r)
+                assert r == "ok" or ex.fault_v is not None
+        ran = ex.ran.snapshot()
+        assert len(ran) == len(set(ran)), "each value's work ran once"
+        for qi in range(2):  # each queue ran its work in value order
+            on_q = [v for v in ran if self.queue_of[v] == qi]
+            assert on_q == sorted(on_q), (qi, on_q)
+        return ran
+
+
+async def _steps(mode: Mode, fake: FakeCuda, ops: list[tuple[Any, ...]], dev: arig.Device, ex: Example, before: set[threading.Thread], tasks_before: set[asyncio.Task[Any]]) -> None:
+    img = await dev.load(fake.image(record=ex.ran.spec(), bad=(_bad, (8,))))
+    steps = _Steps(dev, fake, ex, Submitter(dev, img.function("record")), img.function("bad"), [q.handle for q in dev.queues])
+    for op in ops:
+        await steps.run(op)
+    fake.release()
+    ran = await steps.check_values()
     await asyncio.wait_for(dev.stop(), T)
     assert ex.problems == []
     if ex.fault_v is not None:
@@ -850,9 +881,7 @@ async def _steps(mode: Mode, fake: FakeCuda, ops: list[tuple[Any, ...]], dev: ar
     for t in mine:
         await asyncio.to_thread(t.join, 3.0)
     assert [t.name for t in mine if t.is_alive()] == []
-    del img
-
-
+    del img, steps
 
 
 def _run_example(mode: Mode, ops: list[tuple[Any, ...]]) -> None:
