@@ -89,7 +89,8 @@ async def _open(**kw: Any) -> arig.Device:
 
 
 @pytest.mark.asyncio
-async def test_facts(fake: FakeCuda) -> None:
+@pytest.mark.parametrize("memops", [True], ids=["memops"], indirect=True)  # whatever ARIG_NO_MEMOPS says
+async def test_facts(fake: FakeCuda, memops: bool) -> None:
     async with await _open() as dev:
         assert dev.name == "CUDA" and dev.arch == "sm_86"
         f = dev.facts
@@ -180,7 +181,8 @@ async def test_many_tasks_gapless_values_and_results(fake: FakeCuda, engine: str
 
 
 @pytest.mark.asyncio
-async def test_completions_are_coalesced(fake: FakeCuda, engine: str) -> None:
+@pytest.mark.parametrize("memops", [True], ids=["memops"], indirect=True)  # the GPU writes one word per burst
+async def test_completions_are_coalesced(fake: FakeCuda, engine: str, memops: bool) -> None:
     async with await _open() as dev:
         q = dev.queues[0].handle
         gate = threading.Event()
