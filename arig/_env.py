@@ -1,8 +1,10 @@
 """Every ``ARIG_*`` environment variable arig reads, in one place.
 
-Read at import; tests change the attributes (``monkeypatch.setattr``), and
-the code reads them through this module at the moment it decides (an open,
-a load), never caches them elsewhere.
+Read at import.  The code reads them through this module at the moment it
+decides (an open, a load), never caches them elsewhere; which completion
+engine a device gets, ``ARIG_PURE`` and ``ARIG_NO_MEMOPS`` included, is
+decided in ``arig._engine``, where tests choose one explicitly
+(``_engine.using``) rather than changing these attributes.
 
 | variable | effect |
 |---|---|

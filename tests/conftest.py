@@ -1,6 +1,14 @@
 """A strict harness: any exception left unhandled in the event loop fails the
 test (asyncpg's _testbase does the same); pytest's own plugins turn
-unraisable and thread exceptions into warnings, which pyproject makes errors."""
+unraisable and thread exceptions into warnings, which pyproject makes errors.
+
+The ``engine`` fixture runs a test once per completion engine (the native
+core, the pure-Python threads), as aiohttp runs its parser tests over its C
+and pure parsers: every device the test opens gets that engine
+(``arig._engine.using``).  The native param skips where the native core is
+not here, and so under ``ARIG_PURE=1``: that run tests the pure engine only.
+``memops`` is the second axis of a CUDA device's path: stream memory
+operations allowed (where the driver has them) or never."""
 
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ from typing import Any
 
 import pytest
 
+import arig._engine
 import arig._env
 
 _loop_errors: list[dict[str, Any]] = []
@@ -36,6 +45,26 @@ def _no_unhandled_loop_errors() -> Iterator[None]:
         errors = list(_loop_errors)
         _loop_errors.clear()
         pytest.fail(f"unhandled exception(s) in the event loop: {errors}")
+
+
+@pytest.fixture(params=[arig._engine.NATIVE, arig._engine.PURE])
+def engine(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each completion engine in turn: devices opened by the test get it."""
+    name: str = request.param
+    why = arig._engine.unavailable(name)
+    if why is not None:
+        pytest.skip(f"the {name} engine is not here: {why}")
+    with arig._engine.using(name):
+        yield name
+
+
+@pytest.fixture(params=[True, False], ids=["memops", "nomemops"])
+def memops(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """Stream memory operations allowed where the driver has them, or never (whatever
+    ``ARIG_NO_MEMOPS`` says: a memops param must not silently become a no-memops one)."""
+    allowed: bool = request.param
+    with arig._engine.using(stream_memops=allowed):
+        yield allowed
 
 
 def _have_cuda_gpu() -> bool:

@@ -2,8 +2,9 @@
 reached only after the (fake) GPU ran all work up to it.
 
 Modes (the ``mode``/``path`` fixtures): the native core or the pure-Python
-threads (``arig._env.PURE``), each with and without stream memory operations
-(``FakeCuda(memops=False)``: the driver has no ``cuStreamWriteValue64``).
+threads (conftest's ``engine``), each with and without stream memory operations
+(conftest's ``memops``, and ``FakeCuda(memops=False)``: the driver has no
+``cuStreamWriteValue64``).
 The defect guarded against: without stream memory operations, a wake-up of a
 waiter thread by the submit thread was taken for a completion, so ``wait(v)``
 returned before v's work ran.  Here every piece of work is a fake kernel that
@@ -21,7 +22,11 @@ import asyncio
 import contextlib
 import ctypes
 import gc
+import json
+import os
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -36,8 +41,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import arig
-import arig._env
-import arig._native
+import arig._engine
 import arig.cuda
 import arig.cuda_abi as abi
 from arig.cuda import Launch, pack
@@ -55,29 +59,11 @@ class Mode:
     native: bool
     memops: bool
 
-    @property
-    def id(self) -> str:
-        return ("native" if self.native else "pure") + ("-memops" if self.memops else "-nomemops")
 
-
-MODES = [Mode(True, True), Mode(True, False), Mode(False, True), Mode(False, False)]
-
-
-def _apply(mode: Mode, monkeypatch: pytest.MonkeyPatch) -> None:
-    if mode.native:
-        if arig._native.library() is None:
-            pytest.skip(f"the native core is not here: {arig._native.status()}")
-    else:
-        monkeypatch.setattr(arig._env, "PURE", True)
-    # The memops modes must not silently become no-memops under ARIG_NO_MEMOPS=1.
-    monkeypatch.setattr(arig._env, "NO_MEMOPS", False)
-
-
-@pytest.fixture(params=MODES, ids=[m.id for m in MODES])
-def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Mode:
-    m: Mode = request.param
-    _apply(m, monkeypatch)
-    return m
+@pytest.fixture
+def mode(engine: str, memops: bool) -> Mode:
+    """One of the four: conftest's ``engine`` times ``memops`` (which also makes the fake's driver have them)."""
+    return Mode(engine == arig._engine.NATIVE, memops)
 
 
 @dataclass
@@ -294,15 +280,13 @@ async def test_held_stream_reaches_nothing_until_released(path: Path) -> None:
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize("native", [True, False], ids=["native", "pure"])
-async def test_memops_off_by_option_uses_host_functions_only(native: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_memops_off_by_option_uses_host_functions_only(engine: str) -> None:
     """The driver has stream memory operations but ``gpu(0, memops=False)``: the same
     held-stream contract, and no cuStreamWriteValue64 is ever enqueued."""
-    _apply(Mode(native, False), monkeypatch)
     ran = Ran()
     with _use(FakeCuda(memops=True)) as fake:
         async with _stopped_at_exit(fake, await asyncio.wait_for(arig.open(arig.cuda.gpu(0, memops=False)), T)) as dev:
-            assert dev.facts["stream_memops"] is False and dev.facts["completion"].startswith("native" if native else "pure")
+            assert dev.facts["stream_memops"] is False and dev.facts["completion"].startswith(engine)
             img = await dev.load(fake.image(record=ran.spec()))
             sub = Submitter(dev, img.function("record"))
             q = dev.queues[0].handle
@@ -319,11 +303,11 @@ async def test_memops_off_by_option_uses_host_functions_only(native: bool, monke
 
 
 @pytest.mark.asyncio
-async def test_no_memops_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``ARIG_NO_MEMOPS=1`` (``arig._env.NO_MEMOPS``) over a driver that has them."""
-    monkeypatch.setattr(arig._env, "NO_MEMOPS", True)
+async def test_memops_refused_by_the_engine_choice(engine: str) -> None:
+    """Stream memory operations refused where the engine is chosen (as ``ARIG_NO_MEMOPS=1``
+    does) over a driver that has them: host functions only, and the held-stream contract."""
     ran = Ran()
-    with _use(FakeCuda(memops=True)) as fake:
+    with arig._engine.using(stream_memops=False), _use(FakeCuda(memops=True)) as fake:
         async with _stopped_at_exit(fake, await asyncio.wait_for(arig.open(arig.cuda.gpu(0)), T)) as dev:
             assert dev.facts["stream_memops"] is False
             img = await dev.load(fake.image(record=ran.spec()))
@@ -337,6 +321,34 @@ async def test_no_memops_by_environment(monkeypatch: pytest.MonkeyPatch) -> None
             assert ran.snapshot() == [v]
             del img
         assert fake.calls("cuStreamWriteValue64_v2") == []
+
+
+_OPEN_AND_SAY = """
+import asyncio, json, arig, arig.cuda
+from arig.testing import FakeCuda
+
+async def main():
+    async with await arig.open(arig.cuda.gpu(0)) as dev:
+        return {k: dev.facts[k] for k in ("completion", "stream_memops", "core")}
+
+with FakeCuda(memops=True).installed():
+    print(json.dumps(asyncio.run(main())))
+"""
+
+
+@pytest.mark.parametrize("env", [{}, {"ARIG_PURE": "1"}, {"ARIG_NO_MEMOPS": "1"}, {"ARIG_PURE": "1", "ARIG_NO_MEMOPS": "1"}], ids=repr)
+def test_environment_chooses_the_engine_and_memops(env: dict[str, str]) -> None:
+    """``ARIG_PURE=1`` and ``ARIG_NO_MEMOPS=1`` reach the one place that chooses (a fresh
+    process: they are read at import), and the device's facts say what was chosen and why."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("ARIG_PURE", "ARIG_NO_MEMOPS")}
+    out = subprocess.run([sys.executable, "-c", _OPEN_AND_SAY], env={**clean, **env}, capture_output=True, text=True, timeout=60, check=True)
+    facts = json.loads(out.stdout.splitlines()[-1])
+    assert facts["stream_memops"] is ("ARIG_NO_MEMOPS" not in env)
+    if "ARIG_PURE" in env:
+        assert facts["completion"].startswith("pure") and facts["core"] == "pure Python (ARIG_PURE=1)"
+    else:
+        # native where the core loads in that process; either way the facts agree on which, and why
+        assert "ARIG_PURE" not in facts["core"] and facts["completion"].split()[0] == facts["core"].split()[0], facts
 
 
 # -- 2. a long kernel is not reached early ---------------------------------------------------------
@@ -667,8 +679,8 @@ async def test_back_pressure_waits_for_room_then_proceeds(path: Path) -> None:
 async def test_cancelling_one_submit_waiting_for_room_leaves_the_others(path: Path) -> None:
     """Two tasks wait for room; one is cancelled: the other must go on and get its value.
 
-    Regression: ``NativeCompletion.wait_space`` awaited one shared future bare, so
-    cancelling one waiting submit cancelled it for all (fixed by per-waiter futures).
+    Each waiter must have its own future: a shared one, awaited bare, is cancelled for all
+    by cancelling one waiting submit.
     """
     fake, ran = path.fake, Ran()
     dev = await _open(path, max_pending=2)
@@ -745,89 +757,120 @@ async def _program(mode: Mode, fake: FakeCuda, ops: list[tuple[Any, ...]]) -> No
             await asyncio.wait_for(dev.stop(), T)
 
 
-async def _steps(mode: Mode, fake: FakeCuda, ops: list[tuple[Any, ...]], dev: arig.Device, ex: Example, before: set[threading.Thread], tasks_before: set[asyncio.Task[Any]]) -> None:
-    img = await dev.load(fake.image(record=ex.ran.spec(), bad=(_bad, (8,))))
-    sub = Submitter(dev, img.function("record"))
-    bad = img.function("bad")
-    streams = [q.handle for q in dev.queues]
-    values: list[int] = []
-    queue_of: dict[int, int] = {}
-    waiters: list[asyncio.Task[str]] = []
-    cancelled: set[asyncio.Task[str]] = set()
+@dataclass
+class _Steps:
+    """One example's device and what its ops did so far; each op is the method of its name."""
 
-    async def checked(v: int) -> str:
-        r = await _checked_wait(dev, ex.ran, v, ex.problems)
-        if r != "ok" and dev.lost is None:
-            ex.problems.append(f"wait({v}) raised {r} but the device is not lost")
+    dev: arig.Device
+    fake: FakeCuda
+    ex: Example
+    sub: Submitter
+    bad: Any
+    streams: list[int]
+    values: list[int] = field(default_factory=list)
+    queue_of: dict[int, int] = field(default_factory=dict)
+    waiters: list[asyncio.Task[str]] = field(default_factory=list)
+    cancelled: set[asyncio.Task[str]] = field(default_factory=set)
+
+    async def run(self, op: tuple[Any, ...]) -> None:
+        kind = op[0]
+        await getattr(self, "submit" if kind in ("py", "launch", "cfill", "graph", "fault") else kind)(op)
+
+    async def checked(self, v: int) -> str:
+        r = await _checked_wait(self.dev, self.ex.ran, v, self.ex.problems)
+        if r != "ok" and self.dev.lost is None:
+            self.ex.problems.append(f"wait({v}) raised {r} but the device is not lost")
         return r
 
-    for op in ops:
-        kind = op[0]
-        if kind in ("py", "launch", "cfill", "graph", "fault"):
-            if dev.lost is not None:
-                with pytest.raises(arig.DeviceLost):
-                    await dev.submit(sub._py(sub.func), queue=op[1])
-                continue
-            try:
-                if kind == "fault":
-                    if ex.fault_v is not None:
-                        continue
-                    v = await sub.submit("launch", queue=op[1], func=bad)
-                    ex.fault_v = v
-                else:
-                    v = await sub.submit(kind, queue=op[1])
-            except arig.ArigError:  # DeviceLost, or a graph refused in the faulted context
-                if ex.fault_v is None:
-                    raise
-                continue
-            values.append(v)
-            queue_of[v] = op[1]
-        elif kind == "hold":
-            fake.hold(streams[op[1]])
-        elif kind == "release":
-            fake.release(streams[op[1]])
-        elif kind == "wait" and values:
-            v = values[op[1] % len(values)]
-            try:
-                ex.outcomes.append(await asyncio.wait_for(checked(v), op[2] or 0.001))
-            except TimeoutError:
-                ex.outcomes.append("timeout")
-        elif kind == "waiter" and values:
-            waiters.append(asyncio.create_task(checked(values[op[1] % len(values)])))
-        elif kind == "cancel" and waiters:
-            t = waiters[op[1] % len(waiters)]
-            for _ in range(op[2]):
-                await asyncio.sleep(0)
-            if t.cancel():
-                cancelled.add(t)
-        elif kind == "sleep":
-            await asyncio.sleep(op[1])
+    async def submit(self, op: tuple[Any, ...]) -> None:
+        kind, dev, ex = op[0], self.dev, self.ex
+        if dev.lost is not None:
+            with pytest.raises(arig.DeviceLost):
+                await dev.submit(self.sub._py(self.sub.func), queue=op[1])
+            return
+        try:
+            if kind == "fault":
+                if ex.fault_v is not None:
+                    return
+                v = await self.sub.submit("launch", queue=op[1], func=self.bad)
+                ex.fault_v = v
+            else:
+                v = await self.sub.submit(kind, queue=op[1])
+        except arig.ArigError:  # DeviceLost, or a graph refused in the faulted context
+            if ex.fault_v is None:
+                raise
+            return
+        self.values.append(v)
+        self.queue_of[v] = op[1]
 
-    fake.release()
-    n = dev.submitted
-    assert values == list(range(1, n + 1)), "values are 1..n, gapless"
-    if n:
-        if ex.fault_v is None:
-            await asyncio.wait_for(dev.wait(n), T)
-            assert dev.reached == n
-            assert sorted(ex.ran.snapshot()) == values
-        else:
-            with pytest.raises(arig.DeviceLost, match="CUDA_ERROR_ILLEGAL_ADDRESS"):
+    async def hold(self, op: tuple[Any, ...]) -> None:
+        self.fake.hold(self.streams[op[1]])
+
+    async def release(self, op: tuple[Any, ...]) -> None:
+        self.fake.release(self.streams[op[1]])
+
+    async def wait(self, op: tuple[Any, ...]) -> None:
+        if not self.values:
+            return
+        v = self.values[op[1] % len(self.values)]
+        try:
+            self.ex.outcomes.append(await asyncio.wait_for(self.checked(v), op[2] or 0.001))
+        except TimeoutError:
+            self.ex.outcomes.append("timeout")
+
+    async def waiter(self, op: tuple[Any, ...]) -> None:
+        if self.values:
+            self.waiters.append(asyncio.create_task(self.checked(self.values[op[1] % len(self.values)])))
+
+    async def cancel(self, op: tuple[Any, ...]) -> None:
+        if not self.waiters:
+            return
+        t = self.waiters[op[1] % len(self.waiters)]
+        for _ in range(op[2]):
+            await asyncio.sleep(0)
+        if t.cancel():
+            self.cancelled.add(t)
+
+    async def sleep(self, op: tuple[Any, ...]) -> None:
+        await asyncio.sleep(op[1])
+
+    async def check_values(self) -> list[int]:
+        """After the ops: every value reached (or, after a fault, none from it on), each ran once, in order."""
+        dev, ex, values = self.dev, self.ex, self.values
+        n = dev.submitted
+        assert values == list(range(1, n + 1)), "values are 1..n, gapless"
+        if n:
+            if ex.fault_v is None:
                 await asyncio.wait_for(dev.wait(n), T)
-            assert dev.reached < ex.fault_v
-            assert set(range(1, dev.reached + 1)) <= set(ex.ran.snapshot())
-    results = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), T)
-    for t, r in zip(waiters, results, strict=True):
-        if t in cancelled:
-            assert isinstance(r, (asyncio.CancelledError, str)), repr(r)
-        else:
-            assert r in ("ok", "DeviceLost"), repr(r)
-            assert r == "ok" or ex.fault_v is not None
-    ran = ex.ran.snapshot()
-    assert len(ran) == len(set(ran)), "each value's work ran once"
-    for qi in range(2):  # each queue ran its work in value order
-        on_q = [v for v in ran if queue_of[v] == qi]
-        assert on_q == sorted(on_q), (qi, on_q)
+                assert dev.reached == n
+                assert sorted(ex.ran.snapshot()) == values
+            else:
+                with pytest.raises(arig.DeviceLost, match="CUDA_ERROR_ILLEGAL_ADDRESS"):
+                    await asyncio.wait_for(dev.wait(n), T)
+                assert dev.reached < ex.fault_v
+                assert set(range(1, dev.reached + 1)) <= set(ex.ran.snapshot())
+        results = await asyncio.wait_for(asyncio.gather(*self.waiters, return_exceptions=True), T)
+        for t, r in zip(self.waiters, results, strict=True):
+            if t in self.cancelled:
+                assert isinstance(r, (asyncio.CancelledError, str)), repr(r)
+            else:
+                assert r in ("ok", "DeviceLost"), repr(r)
+                assert r == "ok" or ex.fault_v is not None
+        ran = ex.ran.snapshot()
+        assert len(ran) == len(set(ran)), "each value's work ran once"
+        for qi in range(2):  # each queue ran its work in value order
+            on_q = [v for v in ran if self.queue_of[v] == qi]
+            assert on_q == sorted(on_q), (qi, on_q)
+        return ran
+
+
+async def _steps(mode: Mode, fake: FakeCuda, ops: list[tuple[Any, ...]], dev: arig.Device, ex: Example, before: set[threading.Thread], tasks_before: set[asyncio.Task[Any]]) -> None:
+    img = await dev.load(fake.image(record=ex.ran.spec(), bad=(_bad, (8,))))
+    steps = _Steps(dev, fake, ex, Submitter(dev, img.function("record")), img.function("bad"), [q.handle for q in dev.queues])
+    for op in ops:
+        await steps.run(op)
+    fake.release()
+    ran = await steps.check_values()
     await asyncio.wait_for(dev.stop(), T)
     assert ex.problems == []
     if ex.fault_v is not None:
@@ -838,9 +881,7 @@ async def _steps(mode: Mode, fake: FakeCuda, ops: list[tuple[Any, ...]], dev: ar
     for t in mine:
         await asyncio.to_thread(t.join, 3.0)
     assert [t.name for t in mine if t.is_alive()] == []
-    del img
-
-
+    del img, steps
 
 
 def _run_example(mode: Mode, ops: list[tuple[Any, ...]]) -> None:
@@ -853,9 +894,8 @@ def _run_example(mode: Mode, ops: list[tuple[Any, ...]]) -> None:
     assert errors == []
 
 
-@pytest.mark.parametrize("m", MODES, ids=[m.id for m in MODES])
-def test_random_programs(m: Mode, monkeypatch: pytest.MonkeyPatch) -> None:
-    _apply(m, monkeypatch)
+def test_random_programs(mode: Mode) -> None:
+    m = mode
 
     @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(st.lists(OPS, max_size=30))
@@ -865,9 +905,8 @@ def test_random_programs(m: Mode, monkeypatch: pytest.MonkeyPatch) -> None:
     run()
 
 
-@pytest.mark.parametrize("m", MODES, ids=[m.id for m in MODES])
-def test_a_fixed_program_with_every_op(m: Mode, monkeypatch: pytest.MonkeyPatch) -> None:
-    _apply(m, monkeypatch)
+def test_a_fixed_program_with_every_op(mode: Mode) -> None:
+    m = mode
     ops: list[tuple[Any, ...]] = [
         ("hold", 0), ("py", 0), ("launch", 1), ("cfill", 0), ("graph", 1), ("waiter", 1), ("waiter", 0),
         ("wait", 0, 0.03), ("hold", 1), ("launch", 1), ("waiter", 5), ("cancel", 2, 1), ("wait", 4, 0.01),

@@ -1,5 +1,5 @@
-"""The CUDA ABI record (seed ``Rig_cuda_abi``) and stream capture (seed
-``Cuda.Graph``) without a GPU: validation, the record's graph bookkeeping,
+"""The CUDA ABI record (``arig.cuda_abi``) and stream capture (``arig.cuda.capture``)
+without a GPU: validation, the record's graph bookkeeping,
 the GPU state's destruction order, and the capture module's lifetimes, with
 libcuda replaced by a fake that records every call."""
 

@@ -3,7 +3,7 @@
 The fake stands in for libcuda only: open, the submit thread, the waiter
 threads, the timeline words written by ``cuStreamWriteValue64`` and the host
 functions (the C helper's eventfd signal, or libc's ``sem_post``) are all
-arig's own; the ``completion`` fixture runs a test over both paths.  Every
+arig's own; the ``engine`` fixture (conftest) runs a test over both engines.  Every
 test checks on the way out that no fake call came from the event-loop thread
 and that the fake saw no misuse (``violations``).
 """
@@ -26,8 +26,6 @@ import pytest
 
 import arig
 import arig.cuda
-import arig._env
-import arig._native
 import arig.cuda._device
 import arig.cuda_abi as abi
 from arig.cuda import CudaError, Launch, pack
@@ -52,14 +50,10 @@ def fake() -> Iterator[FakeCuda]:
         yield f
 
 
-@pytest.fixture(params=["native", "pure"])
-def completion(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Both submit and completion paths: the native core, and the pure-Python threads."""
-    if request.param == "pure":
-        monkeypatch.setattr(arig._env, "PURE", True)
-    elif arig._native.library() is None:
-        pytest.skip(f"the native core is not here: {arig._native.status()}")
-    return request.param
+@pytest.fixture
+def completion(engine: str) -> str:
+    """conftest's ``engine``, under the name the modules that import this fixture use."""
+    return engine
 
 
 async def _until(pred: Callable[[], Any], timeout: float = T) -> None:
@@ -95,7 +89,8 @@ async def _open(**kw: Any) -> arig.Device:
 
 
 @pytest.mark.asyncio
-async def test_facts(fake: FakeCuda) -> None:
+@pytest.mark.parametrize("memops", [True], ids=["memops"], indirect=True)  # whatever ARIG_NO_MEMOPS says
+async def test_facts(fake: FakeCuda, memops: bool) -> None:
     async with await _open() as dev:
         assert dev.name == "CUDA" and dev.arch == "sm_86"
         f = dev.facts
@@ -161,10 +156,10 @@ async def test_python_fill_gets_the_stream(fake: FakeCuda) -> None:
 
 
 @pytest.mark.asyncio
-async def test_many_tasks_gapless_values_and_results(fake: FakeCuda, completion: str) -> None:
+async def test_many_tasks_gapless_values_and_results(fake: FakeCuda, engine: str) -> None:
     total, tasks = 2000, 16
     async with await _open() as dev:
-        assert dev.facts["completion"].startswith(completion)
+        assert dev.facts["completion"].startswith(engine)
         img = await dev.load(fake.image(store=STORE))
         out = await dev.alloc(8 * (total + 1))
         store = img.function("store")
@@ -186,7 +181,8 @@ async def test_many_tasks_gapless_values_and_results(fake: FakeCuda, completion:
 
 
 @pytest.mark.asyncio
-async def test_completions_are_coalesced(fake: FakeCuda, completion: str) -> None:
+@pytest.mark.parametrize("memops", [True], ids=["memops"], indirect=True)  # the GPU writes one word per burst
+async def test_completions_are_coalesced(fake: FakeCuda, engine: str, memops: bool) -> None:
     async with await _open() as dev:
         q = dev.queues[0].handle
         gate = threading.Event()
@@ -206,7 +202,7 @@ async def test_completions_are_coalesced(fake: FakeCuda, completion: str) -> Non
 
 
 @pytest.mark.asyncio
-async def test_queues_complete_in_value_order(fake: FakeCuda, completion: str) -> None:
+async def test_queues_complete_in_value_order(fake: FakeCuda, engine: str) -> None:
     async with await _open(queues=2) as dev:
         q0, q1 = (q.handle for q in dev.queues)
         fake.hold(q0)
@@ -258,7 +254,7 @@ def _fault(code: int) -> Callable[[bytes], None]:
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(("code", "name"), [(700, "CUDA_ERROR_ILLEGAL_ADDRESS"), (719, "CUDA_ERROR_LAUNCH_FAILED")])
-async def test_kernel_fault_fails_every_waiter_then_reopen(fake: FakeCuda, completion: str, code: int, name: str) -> None:
+async def test_kernel_fault_fails_every_waiter_then_reopen(fake: FakeCuda, engine: str, code: int, name: str) -> None:
     image = fake.image(bad=(_fault(code), ()), store=STORE)
     dev = await _open()
     img = await dev.load(image)
@@ -318,7 +314,7 @@ async def test_sticky_fault_refuses_reopen_saying_why() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("with_image", [False, True])
-async def test_hang(fake: FakeCuda, completion: str, with_image: bool) -> None:
+async def test_hang(fake: FakeCuda, engine: str, with_image: bool) -> None:
     dev = await _open(hang_ms=200)
     img = await dev.load(fake.image(store=STORE)) if with_image else None
     buf = await dev.alloc(64)
@@ -342,7 +338,7 @@ async def test_hang(fake: FakeCuda, completion: str, with_image: bool) -> None:
 
 
 @pytest.mark.asyncio
-async def test_stop_timeout_with_work_stalled(fake: FakeCuda, completion: str) -> None:
+async def test_stop_timeout_with_work_stalled(fake: FakeCuda, engine: str) -> None:
     dev = await asyncio.wait_for(arig.open(arig.cuda.gpu(0), stop_timeout=0.3), T)
     img = await dev.load(fake.image(store=STORE))
     q = dev.queues[0].handle
@@ -594,11 +590,10 @@ async def test_collected_graph_destroyed_at_the_next_load_graph_or_open(fake: Fa
 # -- the low-latency loop -------------------------------------------------------------------
 
 
-def test_spin_loop_spins_only_while_work_is_in_flight_and_completes_everything() -> None:
+@pytest.mark.parametrize("engine", ["native"], indirect=True)
+def test_spin_loop_spins_only_while_work_is_in_flight_and_completes_everything(engine: str) -> None:
     """arig.new_event_loop(): its selector spins on the native core's words while a
     completion is predicted within the window, and blocks as usual otherwise."""
-    if arig._native.library() is None:
-        pytest.skip(f"the native core is not here: {arig._native.status()}")
     seen: list[int] = []
     fake = FakeCuda()
 
@@ -642,7 +637,7 @@ def test_new_event_loop_refuses_a_bad_window() -> None:
 
 
 @pytest.mark.asyncio
-async def test_progress_inside_a_burst_of_long_kernels_keeps_the_hang_watchdog_quiet(fake: FakeCuda, completion: str) -> None:
+async def test_progress_inside_a_burst_of_long_kernels_keeps_the_hang_watchdog_quiet(fake: FakeCuda, engine: str) -> None:
     """Eight 60 ms kernels submitted back to back under hang_ms=200, once the device has seen
     such a kernel: each one's completion is progress, so 480 ms of work loses nothing."""
     ran: list[int] = []
@@ -665,7 +660,7 @@ async def test_progress_inside_a_burst_of_long_kernels_keeps_the_hang_watchdog_q
 
 
 @pytest.mark.asyncio
-async def test_reached_at_is_monotone_across_queues_and_never_before_the_submit(fake: FakeCuda, completion: str) -> None:
+async def test_reached_at_is_monotone_across_queues_and_never_before_the_submit(fake: FakeCuda, engine: str) -> None:
     async with await _open(queues=2) as dev:
         submitted: dict[int, float] = {}
         for i in range(40):

@@ -69,9 +69,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", action="store_true", help="print one JSON list")
     args = p.parse_args(argv)
     rows = gather()
-    from .. import _env, _native
+    from .. import _engine, _env
 
-    rows.insert(0, {"device": "arig", "version": arig.__version__, "core": _native.status(), "environment": _env.describe()})
+    engine = _engine.choose()
+    rows.insert(0, {"device": "arig", "version": arig.__version__, "engine": engine.name, "core": engine.why, "environment": _env.describe()})
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return 0

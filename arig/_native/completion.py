@@ -8,9 +8,11 @@ eventfd while the loop is armed.  Python fills keep their place in the ring:
 the core stops at them and opens a gate for the device's Python submit
 thread (``py_begin``/``py_end``, :meth:`NativeCompletion.call_fill`).
 
-A device subclasses :class:`NativeCompletion` with an ``__init__`` that
-makes its core (``_start``), the exception of a fault code (``_error``) and
-the check of a Python fill's result (``_fill_result``).
+A device subclasses :class:`NativeCompletion` (``cuda._completion.CudaNativeCompletion``,
+``nvrm._nvq.NvCompletion``) with an ``__init__`` that makes its core
+(``_start``), the exception of a fault code (``_error``) and the check of a
+Python fill's result (``_fill_result``).  Whether a device gets this engine
+at all is ``arig._engine``'s decision.
 
 Threads: ``bind``, ``detach``, ``on_wake``, ``deliver``, ``put`` and
 ``abort`` run on the event loop and call no driver function; ``call_fill``,

@@ -1,8 +1,19 @@
 """How a CUDA device's work is submitted and how its completion reaches the loop.
 
-Two implementations of one job, chosen at open:
+Two implementations of one job; ``arig._engine`` decides which a device gets
+(:func:`open_completion`), and the backend holds that one object.  Both have
+the same shape, so the backend never asks which one it holds:
 
-``NativeCompletion`` (the native core, ``arig/_native/core.c``; its loop side is
+* the loop side: ``submitter`` (who takes the items), ``bind``, ``abort``,
+  ``detach``, ``add_join_lane``, and the item of each kind of fill
+  (``graph_item``, ``cfill_item``, ``copy_item``, ``python_item``,
+  ``mark_item``, ``join_item``).  A ``Launch`` is the exception: its item is
+  the core record it carries, on either engine (the pure one runs that
+  record in Python), so that the hottest submission costs no engine call;
+* the submit thread: ``call_fill``, ``mark``, ``signal``, ``stop_thread``,
+  ``stats`` and ``close``.
+
+``CudaNativeCompletion`` (the native core, ``arig/_native/core.c``; its loop side is
 ``arig._native.completion``, shared with the NV device)
     The loop pushes launches, graph launches, C fills and copies into the
     core's ring; the core's own thread runs them without the GIL, has the GPU
@@ -12,7 +23,7 @@ Two implementations of one job, chosen at open:
     their place in the ring: the core stops at them and opens a gate for the
     device's Python submit thread (``py_begin``/``py_end``).
 
-``PureCompletion`` (no native core: ``ARIG_PURE=1`` or no C compiler)
+``PureCompletion`` (the pure engine: ``ARIG_PURE=1``, or no native core)
     The Python submit thread runs every fill; after each fill it has the
     GPU write the lane's word (where stream memory operations exist; without
     them, each fill gets its own host function, so that a burst of long work
@@ -26,9 +37,10 @@ Either way a value is reached only once the GPU ran every work before it:
 the GPU's own write, or a host function that the stream runs after that
 work.  No wake-up, timeout or poll is ever taken for a completion.
 
-Threads: ``bind``, ``detach``, ``on_wake``, ``push`` and ``abort`` run on the
-event loop and call no libcuda function; ``call_fill``, ``mark``,
-``signal`` and ``close`` run on the Python submit thread.
+Threads: ``bind``, ``detach``, ``on_wake``, ``put``, ``abort`` and the
+``*_item`` methods run on the event loop and call no libcuda function;
+``call_fill``, ``mark``, ``signal`` and ``close`` run on the Python submit
+thread.
 """
 
 from __future__ import annotations
@@ -38,18 +50,20 @@ import threading
 import time
 from collections import deque
 from ctypes import byref, c_int
-from typing import Any
+from typing import Any, Protocol
 
 
 from .._memory import never_free
 from .. import _native
-from .._native import completion as _completion
-from .._native.completion import IDLE_SPIN_NS
+from .._engine import NATIVE, PURE, Engine, no_fill
+from .._native import CFILL, GRAPH, JOIN, MARK, PY, LaunchRecord
+from .._native.completion import IDLE_SPIN_NS, NativeCompletion
 from .._libc import SEM_POST, Timespec, name_thread, new_semaphore, sem_destroy, sem_post, sem_timedwait
 from .._backend import fill_result
-from ._lib import CudaError, check, lib
+from ._items import Copy, _CFill, _graph_fill
+from ._lib import FILL, CudaError, check, lib
 
-__all__ = ["NativeCompletion", "PureCompletion", "FAULT_POLL"]
+__all__ = ["CudaNativeCompletion", "PureCompletion", "Completion", "open_completion", "FAULT_POLL"]
 
 #: Seconds without progress, while work is outstanding, before the driver is asked for a fault.
 FAULT_POLL = 0.02
@@ -77,8 +91,20 @@ def driver_table(memops: bool) -> _native.CudaTable:
     return table
 
 
-class NativeCompletion(_completion.NativeCompletion):
-    """The native core under a CUDA device (see the module docstring)."""
+class JoinSpec(Protocol):
+    """A join (``cuda._device._Join``): make the join lane wait for ``stream``'s work so far
+    (``record``: an event recorded on it now, kept in ``slot``) or for the event ``slot`` holds."""
+
+    stream: int
+    slot: ctypes.c_void_p
+    record: bool
+
+    def __call__(self, lane: int, arg: Any, v: int) -> Any: ...
+
+
+class CudaNativeCompletion(NativeCompletion):
+    """The native core under a CUDA device (see the module docstring): items are the core's
+    records, run by its thread; a Python fill waits at its place in the ring."""
 
     def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> None:
         n = len(streams)
@@ -102,6 +128,32 @@ class NativeCompletion(_completion.NativeCompletion):
 
     def _fill_result(self, r: Any, v: int) -> None:
         _fill_result(r, v)
+
+    # -- loop thread: who takes items, and what each fill becomes -----------------------
+    def submitter(self, submit_thread: Any) -> Any:
+        return self  # the core's ring; Python fills reach the submit thread through put
+
+    def graph_item(self, graph: Any) -> tuple[Any, ...]:
+        return (GRAPH, graph.handle, 0, 0)
+
+    def cfill_item(self, address: int, arg: int) -> tuple[Any, ...]:
+        return (CFILL, address, arg, 0)
+
+    def copy_item(self, copy: Copy) -> tuple[Any, ...]:
+        return (copy.kind, copy.a, copy.b, copy.c)
+
+    def python_item(self, fill: Any, arg: Any) -> tuple[Any, ...]:
+        return (PY, fill, arg)
+
+    def mark_item(self) -> tuple[Any, ...]:
+        return _MARK
+
+    def join_item(self, join: JoinSpec) -> tuple[Any, ...]:
+        self.add_join_lane()  # a join means the join lane's progress matters from now on
+        return (JOIN, join.stream, ctypes.addressof(join.slot), 1 if join.record else 0)
+
+
+_MARK = (MARK, 0, 0, 0)
 
 
 class _PureLane:
@@ -187,9 +239,10 @@ class _PureLane:
 
 
 class PureCompletion:
-    """Python threads: the submit thread signals, one waiter thread per lane reports."""
+    """Python threads: the submit thread runs every fill and signals, one waiter thread per
+    lane reports.  Items are ``(callable, arg)`` pairs for the submit thread."""
 
-    name = "pure"
+    name = PURE
 
     def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> None:
         self._ctx = ctx
@@ -212,9 +265,41 @@ class PureCompletion:
     def detach(self) -> None:
         pass
 
+    def add_join_lane(self) -> None:
+        pass  # every lane has its waiter thread from the start
+
+    def submitter(self, submit_thread: Any) -> Any:
+        return submit_thread  # it runs every fill
+
+    def graph_item(self, graph: Any) -> tuple[Any, ...]:
+        return (_graph_fill, graph)
+
+    def cfill_item(self, address: int, arg: int) -> tuple[Any, ...]:
+        return (_CFill(FILL(address)), arg)
+
+    def copy_item(self, copy: Copy) -> tuple[Any, ...]:
+        return (copy, None)
+
+    def python_item(self, fill: Any, arg: Any) -> tuple[Any, ...]:
+        return (fill, arg)
+
+    def mark_item(self) -> tuple[Any, ...]:
+        return _NO_FILL
+
+    def join_item(self, join: JoinSpec) -> tuple[Any, ...]:
+        return (join, None)
+
     # -- the submit thread -----------------------------------------------------------
     def call_fill(self, stream: int, fill: Any, arg: Any, v: int) -> None:
-        _fill_result(fill(stream, arg, v), v)
+        t = type(fill)
+        if t is int:  # a Launch's core record: (LAUNCH, its address), as the native core is handed it
+            _fill_result(_launch_record(stream, arg), v)
+        elif t is _CFill:  # called through ctypes without the GIL; its result is a CUresult
+            rc = fill.fn(stream, arg, v)
+            if rc:
+                raise CudaError.of(rc, f"C fill of value {v}")
+        else:
+            _fill_result(fill(stream, arg, v), v)
 
     def mark(self, qi: int, v: int) -> None:
         self._lanes[qi].mark(v)
@@ -238,3 +323,23 @@ class PureCompletion:
                 sem_destroy(lane.sem)
         self._lanes = []
 
+
+
+_NO_FILL = (no_fill, None)
+
+
+def _launch_record(stream: int, address: int) -> int:
+    """Launch the kernel a ``LaunchRecord`` at ``address`` describes, as the native core would
+    (its owner, the ``Launch``, is held by the device until the value is reached)."""
+    rec = LaunchRecord.from_address(address)
+    g, b = rec.grid, rec.block
+    return int(lib.cuLaunchKernel(rec.func, g[0], g[1], g[2], b[0], b[1], b[2], rec.shared, stream, None, rec.extra))
+
+#: The object of one job per engine ``arig._engine`` names.
+Completion = CudaNativeCompletion | PureCompletion
+_KINDS: dict[str, type[CudaNativeCompletion] | type[PureCompletion]] = {NATIVE: CudaNativeCompletion, PURE: PureCompletion}
+
+
+def open_completion(engine: Engine, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> Completion:
+    """The completion object of ``engine`` for a CUDA device's lanes (submit thread, at open)."""
+    return _KINDS[engine.name](owner, ctx, streams, words, word_dev, memops, spin_us)

@@ -10,25 +10,29 @@ Threads, and what each may do:
   and one waiter thread per queue reports (``_completion.PureCompletion``);
 * the **event loop** never calls libcuda.
 
-How a value's completion is known, per path, is ``_completion``'s business;
-this module opens, describes, allocates, loads and closes.
+Which engine runs a device (native core or pure Python) is ``arig._engine``'s
+decision, made once at open; what each engine does with a submission, and how
+a value's completion is known, is ``_completion``'s business: this module
+holds one engine object and never asks which.  It opens, describes,
+allocates, loads and closes.
 """
 
 from __future__ import annotations
 
 import ctypes
+import types
 from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
 from .._memory import never_free
-from .. import _env, _log, _native
+from .. import _engine, _log
 from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
 from .._backend import Adopts, Backend, WaitsEvents, Wraps
 from . import _abi
-from ._completion import NativeCompletion, PureCompletion, _fill_result
+from ._completion import Completion, _fill_result, open_completion
 from .._libc import name_thread
 from .._launchspec import c_arg, fill_address
-from ._items import Copy, _CFill, _graph_fill, _launch_fill
+from ._items import Copy
 from ._resources import Resources
 from ._gpu import gpu_state
 from ._launch import Launch
@@ -40,7 +44,7 @@ __all__ = ["CudaOpener", "CudaBackend", "count", "FILL"]
 
 #: Driver API version arig needs (12.4: cuModuleEnumerateFunctions, cuFuncGetParamInfo).
 MIN_DRIVER = 12040
-#: hang_ms on a GPU where no display watchdog runs (the seed's 30 s).
+#: hang_ms on a GPU where no display watchdog runs: long enough for any sane kernel, short enough to notice a hang.
 DEFAULT_HANG_MS = 30_000
 
 #: CU_CTX_SCHED_*: how libcuda's threads wait for the GPU.
@@ -53,10 +57,6 @@ CUDA_ERROR_NOT_READY = 600
 #: _ILLEGAL_INSTRUCTION, _MISALIGNED_ADDRESS, _INVALID_ADDRESS_SPACE, _INVALID_PC, _LAUNCH_FAILED).
 STICKY = frozenset({700, 714, 715, 716, 717, 718, 719})
 ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_minor": 76, "unified_addressing": 41}
-
-
-def _no_work(stream: int, arg: Any, v: int) -> None:
-    """The pure path's fill for ``submit(None)``: no work, the value marks the queue's earlier work."""
 
 
 class _Join:
@@ -163,7 +163,7 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         self._live: dict[int, str] = {}
         self._images: set[int] = set()
         self._modules_of: dict[int, int] = {}  # CUfunction -> CUmodule, for images this device loaded
-        self.completion: NativeCompletion | PureCompletion | None = None
+        self.completion: Completion | None = None
         self.submit_thread: Any = None
         self._cfills: dict[int, tuple[Any, int]] = {}  # id -> (C fill pointer, its address): checked once
         self._adopted: dict[int, AdoptedQueue] = {}  # stream handle -> its queue
@@ -288,18 +288,17 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         d = c_uint64()
         check(lib.cuMemHostGetDevicePointer_v2(byref(d), self._words, 0), "cuMemHostGetDevicePointer")
         # Stream memory operations let the GPU write the words; without them host functions do.
-        memops = opener.memops is not False and not _env.NO_MEMOPS
-        memops = memops and lib.has("cuStreamWriteValue64_v2") and lib.cuStreamWriteValue64_v2(self._streams[0], d.value, 0, 0) == 0
+        refused = "memops=False" if opener.memops is False else _engine.memops()
+        memops = refused is None and lib.has("cuStreamWriteValue64_v2") and lib.cuStreamWriteValue64_v2(self._streams[0], d.value, 0, 0) == 0
         check(lib.cuStreamSynchronize(self._streams[0]), "cuStreamSynchronize")
-        kind = NativeCompletion if _native.library() is not None else PureCompletion
-        self.completion = kind(self, self.ctx or 0, self._streams, self._words, d.value, memops, opener.spin_us)
-        self.native = kind is NativeCompletion
+        engine = _engine.choose()
+        self.completion = open_completion(engine, self, self.ctx or 0, self._streams, self._words, d.value, memops, opener.spin_us)
+        self._prepare_by_type = self._item_makers(self.completion)
         if not memops:
-            why = "memops=False" if opener.memops is False else "ARIG_NO_MEMOPS=1" if _env.NO_MEMOPS else "the driver has no stream memory operations"
-            _log.fallback(f"{self.name}: completions written by host functions, not by the GPU ({why})")
+            _log.fallback(f"{self.name}: completions written by host functions, not by the GPU ({refused or 'the driver has no stream memory operations'})")
         self._facts["stream_memops"] = memops
         self._facts["completion"] = self.completion.description
-        self._facts["core"] = _native.status()
+        self._facts["core"] = engine.why
 
     # -- the loop side of submission ------------------------------------------------
     def submitter(self, st: Any, limit: int) -> Any:
@@ -307,7 +306,7 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         self.submit_thread = st
         assert self.completion is not None
         self.completion.bind(st._loop, limit)
-        return self.completion if self.native else st
+        return self.completion.submitter(st)
 
     def begin_stop(self) -> None:
         self.record._begin_stop()
@@ -323,45 +322,52 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
     def prepare(self, fill: Any, arg: Any) -> Any:
         """Check a submission on the loop (no driver call) and make the item the submitter takes."""
         t = type(fill)
-        if t is Launch:
+        if t is Launch:  # the hot path: its core record is its item on either engine
             if arg is not None:
                 raise ArigValueError("a Launch submitted as the fill takes no arg (it carries its arguments)")
-            if self.native:
-                return fill._item
-            item: tuple[Any, ...] = fill._item
-        elif t is Copy:
-            item = (fill.kind, fill.a, fill.b, fill.c)
-        elif t is _abi.Graph:
+            return fill._item
+        make = self._prepare_by_type.get(t)
+        if make is not None:
+            return make(fill, arg)
+        return self._prepare_other(fill, arg)
+
+    def _item_makers(self, engine: Completion) -> dict[type, Any]:
+        """The item makers of the fill types known by exact type (loop thread, through prepare)."""
+
+        def graph(fill: Any, arg: Any) -> Any:
             if arg is not None:
                 raise ArigValueError("a Graph submitted as the fill takes no arg")
-            item = (_native.GRAPH, fill.handle, 0, 0)
-        elif isinstance(fill, int) and not isinstance(fill, bool):
-            item = (_native.CFILL, fill_address(fill), c_arg(arg), 0)
-        elif isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
+            return engine.graph_item(fill)
+
+        return {
+            Copy: lambda fill, arg: engine.copy_item(fill),
+            _abi.Graph: graph,
+            type(None): lambda fill, arg: engine.mark_item(),
+            # the usual Python fills, found without the isinstance tests of _prepare_other
+            types.FunctionType: self._prepare_python,
+            types.MethodType: self._prepare_python,
+        }
+
+    def _prepare_other(self, fill: Any, arg: Any) -> Any:
+        """C fills (an address, a ctypes function) and Python fills: told apart by isinstance."""
+        assert self.completion is not None
+        if isinstance(fill, int) and not isinstance(fill, bool):
+            return self.completion.cfill_item(fill_address(fill), c_arg(arg))
+        if isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
             known: tuple[Any, int] | None = self._cfills.get(id(fill))
             if known is None or known[0] is not fill:
                 if len(self._cfills) > 256:
                     self._cfills.clear()
                 known = self._cfills[id(fill)] = (fill, fill_address(fill))
-            item = (_native.CFILL, known[1], c_arg(arg), 0)
-        elif callable(fill):
-            self.check_fill(fill)  # the one check every backend makes of a Python fill (no async def)
-            return (_native.PY, fill, arg) if self.native else (fill, arg)
-        elif fill is None:
-            return (_native.MARK, 0, 0, 0) if self.native else (_no_work, None)
-        else:
-            raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")
-        if self.native:
-            return item
-        # The pure path runs everything on the submit thread.
-        kind = item[0]
-        if kind == _native.LAUNCH:
-            return (_launch_fill, fill)
-        if kind == _native.GRAPH:
-            return (_graph_fill, fill)
-        if kind == _native.CFILL:
-            return (_CFill(FILL(item[1])), item[2])
-        return (fill, None)
+            return self.completion.cfill_item(known[1], c_arg(arg))
+        if callable(fill):
+            return self._prepare_python(fill, arg)
+        raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")
+
+    def _prepare_python(self, fill: Any, arg: Any) -> Any:
+        assert self.completion is not None
+        self.check_fill(fill)  # the one check every backend makes of a Python fill (no async def)
+        return self.completion.python_item(fill, arg)
 
     # -- adopted streams and awaited events (loop thread: no driver call) -----------------
     def adopt(self, stream: Any) -> AdoptedQueue:
@@ -379,8 +385,8 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         the timeline has the queues' lanes only (one queue's values need no ordering)."""
         if self.timeline.lanes <= self.join_lane:
             self.timeline.add_lane()  # first: a lane is delivered only once the timeline has it
-            if isinstance(self.completion, NativeCompletion):
-                self.completion.add_join_lane()
+            assert self.completion is not None
+            self.completion.add_join_lane()
         return self.join_lane
 
     def adopted(self, handle: int) -> AdoptedQueue | None:
@@ -388,17 +394,15 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
 
     def prepare_adopted(self, q: AdoptedQueue, fill: Any, arg: Any) -> Any:
         """The item of a submission on an adopted queue: its fill on the user's stream, then the join."""
+        assert self.completion is not None
         if fill is None:
-            if self.native:
-                return (_native.JOIN, q.handle, ctypes.addressof(q.slot), 1)
-            return (_Join(q.handle, q.slot, True), None)
+            return self.completion.join_item(_Join(q.handle, q.slot, True))
         if type(fill) in (Launch, Copy, _abi.Graph) or isinstance(fill, (int, ctypes._CFuncPtr)):  # type: ignore[attr-defined]
             raise ArigTypeError(
                 f"an adopted queue takes Python fills and None, not a {type(fill).__name__}: launch on the stream in a Python fill, or submit to dev.queues"
             )
         self.check_fill(fill)
-        joined = _Join(q.handle, q.slot, True, fill)
-        return (_native.PY, joined, arg) if self.native else (joined, arg)
+        return self.completion.python_item(_Join(q.handle, q.slot, True, fill), arg)
 
     def event_slot(self, handle: int) -> Any:
         return ctypes.c_void_p(handle)
@@ -406,20 +410,13 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
     def prepare_event(self, slot: Any) -> Any:
         """The item that makes the join lane wait for the event ``slot`` holds (recorded by its owner)."""
         self._use_join_lane()
-        if self.native:
-            return (_native.JOIN, 0, ctypes.addressof(slot), 0)
-        return (_Join(0, slot, False), None)
+        assert self.completion is not None
+        return self.completion.join_item(_Join(0, slot, False))
 
     # -- the submit thread ---------------------------------------------------------
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
-        stream = self._streams[qi]
-        if type(fill) is _CFill:
-            rc = fill.fn(stream, arg, v)
-            if rc:
-                raise CudaError.of(rc, f"C fill of value {v}")
-            return
         assert self.completion is not None
-        self.completion.call_fill(stream, fill, arg, v)
+        self.completion.call_fill(self._streams[qi], fill, arg, v)
 
     def mark(self, qi: int, v: int) -> None:
         assert self.completion is not None
@@ -469,7 +466,7 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         for addr in list(self._live):
             self._free(addr)
         for m in list(self._images):  # unloaded at the GPU's next reclaim, not here:
-            self._images.discard(m)  # stopping alone calls no CUDA destructor (seed)
+            self._images.discard(m)  # stopping alone calls no CUDA destructor: a graph may still use the module
             self.gpu.release_module(m)
         if self.completion is not None and self.completion.open:
             self.completion.close(True)  # a failed open: nothing was enqueued

@@ -7,7 +7,7 @@ context is held while any of them lives, one destroyer runs at a time, and
 one fork handler (below) forgets everything a child inherits.
 
 Why process-wide: a graph may outlive the device that made it (a user keeps
-the ``Graph``), and the seed says collected graphs are destroyed at the next
+the ``Graph``), and collected graphs are destroyed at the next
 open, image load, image unload or graph construction *on that GPU*, even
 after the device stopped or its context failed.  So the queue of collected
 graphs, and the reference counts that keep a graph's modules loaded until

@@ -37,10 +37,6 @@ class Copy:
         return int(lib.cuMemcpyDtoHAsync_v2(self.a, self.b, self.c, stream))
 
 
-def _launch_fill(stream: int, launch: Any, v: int) -> int:
-    return int(launch(stream))
-
-
 def _graph_fill(stream: int, graph: Any, v: int) -> int:
     return int(graph.launch(stream))
 

@@ -1,4 +1,4 @@
-"""The CUDA device on a real GPU.
+"""The CUDA device on a real GPU: open, submit, complete, fault and hang, with libcuda itself.
 
 Scenarios that fault or hang the primary context run in a subprocess: a
 faulted context stays faulted while anyone in the process (CuPy, PyTorch in
