@@ -20,6 +20,7 @@ import numpy as np
 
 from ._errors import ArigTypeError, ArigValueError, DeviceStopped, FillError, safe_repr
 from ._memory import Buffer
+from ._engine import no_fill
 from ._backend import DEFERRED, Backend, callable_name, deferred_result, defers_work, fill_result
 
 __all__ = ["cpu", "HostOpener", "HostQueue"]
@@ -32,10 +33,6 @@ _STOP = object()
 
 def _fill_error(code: int, v: int) -> BaseException:
     return FillError(code)
-
-
-def _no_fill(queue: Any, arg: Any, v: int) -> None:
-    """``submit(None)``: nothing to enqueue."""
 
 
 class HostQueue:
@@ -165,7 +162,7 @@ class HostBackend(Backend):
         if type(fill) is types.FunctionType and not fill.__code__.co_flags & DEFERRED:
             return (fill, arg)
         if fill is None:  # no work: the value marks the queue's earlier work
-            return (_no_fill, None)
+            return (no_fill, None)
         return (self.check_fill(fill), arg)
 
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:

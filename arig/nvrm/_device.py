@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _log, _native
+from .. import _engine, _log, _native
 from .._errors import ArigValueError, OpenError
 from .._launchspec import c_arg
 from .._memory import Buffer, Image, never_free
@@ -57,16 +57,19 @@ __all__ = ["NvBackend", "NvChannelError", "Dmabuf", "KINDS", "STAGING_BYTES", "S
 SPIN_US = 40
 
 
-def _refuse_without_core(name: str) -> None:
-    if _native.library() is None:
-        raise OpenError(f"cannot open {name}: the NV device runs on arig's native core, which is not in use here: {_native.status()}")
+def _refuse_without_core(name: str) -> str:
+    """The native engine's description; an OpenError where devices get the pure engine here."""
+    engine = _engine.choose()
+    if not engine.native:
+        raise OpenError(f"cannot open {name}: the NV device runs on arig's native core, which is not in use here: {engine.why}")
+    return engine.why
 
 
 class NvBackend(Backend):
     """GPU ``bus`` through NVIDIA's kernel driver: a compute and a copy queue, memory, cubins, the native core."""
 
     def __init__(self, name: str, bus: str) -> None:
-        _refuse_without_core(name)
+        self._engine_why = _refuse_without_core(name)
         self.name = name
         self._closed = False
         self.events: DriverEvents | None = None
@@ -130,7 +133,7 @@ class NvBackend(Backend):
             "name": facts.get("name"), "bus": gpu.bus, "uuid": facts.get("uuid"), "chip": facts.get("chip"),
             "memory_total": facts.get("memory_total"), "bar1_size": facts.get("bar1_size"), "hang_ms": self.hang_ms,
             "driver": p.release, "classes": {k: f"0x{v:04x}" for k, v in classes.items()}, "queues": 2,
-            "kinds": KINDS, "completion": self.completion.description, "core": _native.status(),
+            "kinds": KINDS, "completion": self.completion.description, "core": self._engine_why,
             "error_notifier": "read" if ch.notifier.cpu else "not CPU-mapped: channel errors are seen only as hangs",
             "reservation": f"{p.va.base:#x}+{p.va.size:#x}",
             "copies": (f"every kind, by the copy engine (queue 1, HOPPER_DMA_COPY_A) through a {STAGING_BYTES >> 20} MiB pinned staging area "
