@@ -1,8 +1,8 @@
 """Instruments: objects told what devices do, for tools that watch them (tests, tracing, metrics).
 
 An ``Instrument`` overrides the hooks it cares about; each is called on the
-device's event-loop thread, synchronously, at the point named below, with
-the device first.  Instruments are added for the whole process or for one
+device's event-loop thread (all but ``on_graph``: see below), synchronously,
+at the point named below, with the device first.  Instruments are added for the whole process or for one
 device (``add_instrument(ins)``, ``add_instrument(ins, dev)``); a device's
 hooks go to the process-wide ones first, then its own, each in the order
 added.
@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import ArigTypeError, DeviceLost
 from ._log import logger
 from ._memory import Buffer, Image
-from ._port import port_of
+from ._port import LoopPort, port_of
 from ._timeline import Timeline
 
 if TYPE_CHECKING:  # the device imports this module: its type is for annotations only
@@ -60,7 +60,7 @@ class Instrument:
     """Base class of instruments: every hook does nothing.  Override the ones you need.
 
     ``dev`` is the ``arig.Device`` concerned.  Hooks run on its loop thread
-    and must not block: the device's caller waits for them.
+    (``on_graph`` excepted) and must not block: the device's caller waits for them.
     """
 
     def before_submit(self, dev: Device, fill: Any, arg: Any, queue: Any, keep: Any) -> tuple[Any, Any, Any] | None:
@@ -191,7 +191,8 @@ def _broken(ins: Instrument, hook: str, dev: Device, exc: Exception) -> None:
 
 _lock = threading.Lock()
 _global: list[Instrument] = []
-_attached: weakref.WeakSet[Device] = weakref.WeakSet()
+#: Every device, to a port of its loop: ``tell_loss_seen`` posts from other threads, and ports are made on the loop's.
+_attached: weakref.WeakKeyDictionary[Device, LoopPort] = weakref.WeakKeyDictionary()
 #: Backend -> its device, for the devices that have instruments (see the module's docstring).
 _watched: weakref.WeakKeyDictionary[Any, weakref.ref[Device]] = weakref.WeakKeyDictionary()
 
@@ -200,7 +201,7 @@ def attach(dev: Device, tl: Timeline) -> None:
     """``dev`` was made over ``tl`` (loop thread, in its construction): give it its dispatch."""
     dev._ins = None
     with _lock:
-        _attached.add(dev)
+        _attached[dev] = port_of(dev._loop)
     tl.on_fail(_loss_callback(weakref.ref(dev), tl))
     _refresh(dev)
 
@@ -228,7 +229,6 @@ def _set_own(dev: Device, own: tuple[Instrument, ...]) -> None:
         _watched.pop(dev._backend, None)
 
 
-
 def _watcher(backend: Any) -> tuple[Device, Dispatch] | None:
     """The device over ``backend`` and its dispatch, if it has instruments (any thread)."""
     if not _watched:  # no instrument anywhere: nothing more to look up
@@ -252,8 +252,10 @@ def tell_loss_seen(backend: Any, cause: BaseException) -> None:
     ``on_loss_seen`` on the device's loop thread, as every hook but ``on_graph``."""
     found = _watcher(backend)
     if found is not None:
-        dev = found[0]
-        port_of(dev._loop).post(_loss_seen, weakref.ref(dev), cause)
+        with _lock:
+            port = _attached.get(found[0])
+        if port is not None:
+            port.post(_loss_seen, weakref.ref(found[0]), cause)
 
 
 def _loss_seen(ref: weakref.ref[Device], cause: BaseException) -> None:
