@@ -1,8 +1,8 @@
 """Instruments: objects told what devices do, for tools that watch them (tests, tracing, metrics).
 
 An ``Instrument`` overrides the hooks it cares about; each is called on the
-device's event-loop thread, synchronously, at the point named below, with
-the device first.  Instruments are added for the whole process or for one
+device's event-loop thread (all but ``on_graph``: see below), synchronously,
+at the point named below, with the device first.  Instruments are added for the whole process or for one
 device (``add_instrument(ins)``, ``add_instrument(ins, dev)``); a device's
 hooks go to the process-wide ones first, then its own, each in the order
 added.
@@ -21,10 +21,20 @@ The one way an instrument affects the device is the documented one:
 ``before_submit`` may hand back a different fill, which is how
 ``arig.testing.faults`` injects a failing one.
 
-Hooks run on the device's loop thread.  ``add_instrument``,
-``remove_instrument`` and ``instruments`` take a lock and may be called
-from any thread; an instrument added meanwhile is told from the device's
-next call on.
+Hooks run on the device's loop thread, but one: ``on_graph`` runs on the
+thread that built the graph (a worker thread for ``graph_async``), because
+a record, not the device, builds graphs, and it tells the instruments
+before the graph reaches the program, so that none is missed.
+``add_instrument``, ``remove_instrument`` and ``instruments`` take a lock
+and may be called from any thread; an instrument added meanwhile is told
+from the device's next call on.
+
+A backend's records (``dev.capability(key)``) know their backend, not the
+device over it: ``tell_graph`` and ``tell_loss_seen`` find the device's
+dispatch in ``_watched``, a map from backend to device holding both weakly
+(a stopped device is collected as if the map were not there), with an entry
+only while the device has instruments, so a record that finds the map
+empty does nothing more.
 """
 
 from __future__ import annotations
@@ -37,20 +47,20 @@ from typing import TYPE_CHECKING, Any
 from ._errors import ArigTypeError, DeviceLost
 from ._log import logger
 from ._memory import Buffer, Image
-
+from ._port import LoopPort, port_of
 from ._timeline import Timeline
 
 if TYPE_CHECKING:  # the device imports this module: its type is for annotations only
     from .device import Device
 
-__all__ = ["Instrument", "Dispatch", "add_instrument", "remove_instrument", "instruments", "attach"]
+__all__ = ["Instrument", "Dispatch", "add_instrument", "remove_instrument", "instruments", "attach", "tell_graph", "tell_loss_seen"]
 
 
 class Instrument:
     """Base class of instruments: every hook does nothing.  Override the ones you need.
 
     ``dev`` is the ``arig.Device`` concerned.  Hooks run on its loop thread
-    and must not block: the device's caller waits for them.
+    (``on_graph`` excepted) and must not block: the device's caller waits for them.
     """
 
     def before_submit(self, dev: Device, fill: Any, arg: Any, queue: Any, keep: Any) -> tuple[Any, Any, Any] | None:
@@ -85,6 +95,18 @@ class Instrument:
         that runs on the submit thread (``alloc``, ``load``, ``map_host``, ``dma``).
 
         A call refused at once with ``DeviceLost`` is not told here: ``dev.loss_delivered`` counts it.
+        ``DeviceLost`` leaving a CUDA record's ``graph`` or ``graph_async`` is told here too, on
+        the loop thread, soon after it left.
+        """
+
+    def on_graph(self, dev: Device, graph: Any) -> None:
+        """The device's CUDA record (``dev.capability(arig.cuda_abi.KEY)``) made ``graph``.
+
+        Unlike the other hooks, this one runs on the thread that built the
+        graph, before the graph reaches the program: a worker thread for
+        ``graph_async``, the caller's for ``graph``, and several may run at
+        once on devices of one process.  Make it thread-safe, and do not keep
+        ``graph`` strongly unless you mean to keep it alive.
         """
 
 
@@ -169,14 +191,17 @@ def _broken(ins: Instrument, hook: str, dev: Device, exc: Exception) -> None:
 
 _lock = threading.Lock()
 _global: list[Instrument] = []
-_attached: weakref.WeakSet[Device] = weakref.WeakSet()
+#: Every device, to a port of its loop: ``tell_loss_seen`` posts from other threads, and ports are made on the loop's.
+_attached: weakref.WeakKeyDictionary[Device, LoopPort] = weakref.WeakKeyDictionary()
+#: Backend -> its device, for the devices that have instruments (see the module's docstring).
+_watched: weakref.WeakKeyDictionary[Any, weakref.ref[Device]] = weakref.WeakKeyDictionary()
 
 
 def attach(dev: Device, tl: Timeline) -> None:
     """``dev`` was made over ``tl`` (loop thread, in its construction): give it its dispatch."""
     dev._ins = None
     with _lock:
-        _attached.add(dev)
+        _attached[dev] = port_of(dev._loop)
     tl.on_fail(_loss_callback(weakref.ref(dev), tl))
     _refresh(dev)
 
@@ -198,6 +223,45 @@ def _set_own(dev: Device, own: tuple[Instrument, ...]) -> None:
     """Give ``dev`` a dispatch of the process's instruments and ``own`` (under the lock)."""
     everywhere = tuple(_global)
     dev._ins = Dispatch(everywhere, own) if everywhere or own else None
+    if dev._ins is not None:
+        _watched[dev._backend] = weakref.ref(dev)
+    else:
+        _watched.pop(dev._backend, None)
+
+
+def _watcher(backend: Any) -> tuple[Device, Dispatch] | None:
+    """The device over ``backend`` and its dispatch, if it has instruments (any thread)."""
+    if not _watched:  # no instrument anywhere: nothing more to look up
+        return None
+    with _lock:
+        ref = _watched.get(backend)
+    dev = None if ref is None else ref()
+    ins = None if dev is None else dev._ins
+    return None if dev is None or ins is None else (dev, ins)
+
+
+def tell_graph(backend: Any, graph: Any) -> None:
+    """A record of ``backend`` made ``graph``: call ``on_graph`` here, on the thread that built it."""
+    found = _watcher(backend)
+    if found is not None:
+        found[1].call("on_graph", found[0], graph)
+
+
+def tell_loss_seen(backend: Any, cause: BaseException) -> None:
+    """``DeviceLost`` with ``cause`` left a call of a record of ``backend`` (any thread): call
+    ``on_loss_seen`` on the device's loop thread, as every hook but ``on_graph``."""
+    found = _watcher(backend)
+    if found is not None:
+        with _lock:
+            port = _attached.get(found[0])
+        if port is not None:
+            port.post(_loss_seen, weakref.ref(found[0]), cause)
+
+
+def _loss_seen(ref: weakref.ref[Device], cause: BaseException) -> None:
+    dev = ref()  # weakly: a device dropped meanwhile is told nothing, and collected
+    if dev is not None and dev._ins is not None:
+        dev._ins.call("on_loss_seen", dev, cause)
 
 
 def _refresh(dev: Device | None) -> None:

@@ -1,6 +1,6 @@
 """Device instruments (``arig.testing.Instrument``): which hooks run, when, with what; adding and
 removing them per device and process-wide; a raising instrument is reported and removed, the device
-goes on."""
+goes on; a CUDA record tells them of its graphs on the building thread, without keeping the device."""
 
 from __future__ import annotations
 
@@ -17,7 +17,10 @@ import pytest
 import pytest_asyncio
 
 import arig
-from arig.testing import Instrument, add_instrument, fail_next_fill, instruments, remove_instrument
+import arig.cuda
+import arig.cuda_abi as abi
+from arig import _instruments
+from arig.testing import FakeCuda, Instrument, add_instrument, fail_next_fill, instruments, remove_instrument
 
 T = 10.0
 
@@ -261,3 +264,103 @@ def test_an_instrument_holding_its_device_does_not_keep_it() -> None:
         ref = asyncio.run(drop())
         gc.collect()
     assert ref() is None
+
+
+# -- graphs: told by the CUDA record, on the thread that built them ------------------------------
+
+
+class GraphWatcher(Instrument):
+    """Each graph told, with the thread it was told on; each loss seen, likewise."""
+
+    def __init__(self) -> None:
+        self.graphs: list[tuple[Any, int]] = []
+        self.seen: list[tuple[BaseException, int]] = []
+
+    def on_graph(self, dev: arig.Device, graph: Any) -> None:
+        self.graphs.append((graph, threading.get_ident()))
+
+    def on_loss_seen(self, dev: arig.Device, cause: BaseException) -> None:
+        self.seen.append((cause, threading.get_ident()))
+
+
+@pytest_asyncio.fixture
+async def gpu() -> AsyncIterator[arig.Device]:
+    with FakeCuda().installed():
+        async with await arig.open(arig.cuda.gpu(0)) as d:
+            yield d
+
+
+@pytest.mark.asyncio
+async def test_graphs_are_told_on_the_thread_that_built_them(gpu: arig.Device) -> None:
+    rec = gpu.capability(abi.KEY)
+    watcher = GraphWatcher()
+    add_instrument(watcher, gpu)
+    made = await rec.graph_async([])
+    assert [g for g, _ in watcher.graphs] == [made]
+    assert watcher.graphs[0][1] != threading.get_ident()  # graph_async builds on a worker thread
+    here: list[int] = []
+
+    def build() -> Any:
+        here.append(threading.get_ident())
+        return rec.graph([])
+
+    other = await asyncio.to_thread(build)
+    assert watcher.graphs[1] == (other, here[0])  # graph: told on the caller's thread, before it returned
+
+
+@pytest.mark.asyncio
+async def test_a_lost_device_refusing_a_graph_is_a_loss_seen_on_the_loop(gpu: arig.Device) -> None:
+    watcher = GraphWatcher()
+    add_instrument(watcher, gpu)
+    v = await gpu.submit(_bad)
+    await asyncio.sleep(0.05)  # the failure lands without anyone waiting for v
+    assert gpu.reached < v and not watcher.seen
+    with pytest.raises(arig.DeviceLost):
+        await gpu.capability(abi.KEY).graph_async([])
+    for _ in range(100):
+        if watcher.seen:
+            break
+        await asyncio.sleep(0.001)
+    [(cause, tid)] = watcher.seen
+    assert isinstance(cause, ValueError) and tid == threading.get_ident()
+    assert watcher.graphs == []
+
+
+@pytest.mark.asyncio
+async def test_a_device_without_instruments_is_not_looked_up(gpu: arig.Device) -> None:
+    """Zero cost: the record finds an empty map of watched backends and stops there."""
+    backend = gpu._backend
+    assert backend not in _instruments._watched and _instruments._watcher(backend) is None
+    watcher = GraphWatcher()
+    add_instrument(watcher, gpu)
+    assert _instruments._watched[backend]() is gpu
+    remove_instrument(watcher, gpu)
+    assert backend not in _instruments._watched
+    await gpu.capability(abi.KEY).graph_async([])
+    assert watcher.graphs == []
+
+
+def test_an_instrument_on_a_cuda_device_does_not_keep_it() -> None:
+    """The record reaches its device's instruments without holding the device: a stopped
+    device with an instrument that holds it, and a graph it told of, is collected."""
+
+    class Holder(GraphWatcher):
+        dev: arig.Device | None = None
+
+        def on_graph(self, dev: arig.Device, graph: Any) -> None:
+            super().on_graph(dev, graph)
+            self.dev = dev
+
+    async def drop() -> tuple[weakref.ref[arig.Device], Any]:
+        dev = await arig.open(arig.cuda.gpu(0))
+        add_instrument(Holder(), dev)
+        graph = await dev.capability(abi.KEY).graph_async([])
+        await dev.stop()
+        del graph
+        return weakref.ref(dev), dev._backend
+
+    with FakeCuda().installed():
+        ref, backend = asyncio.run(drop())
+        gc.collect()
+        assert ref() is None
+        assert _instruments._watched.get(backend) is None or _instruments._watched[backend]() is None

@@ -184,6 +184,7 @@ LOSS = """
     import asyncio
     import pytest
     import arig
+    import arig.cuda_abi as abi
     from arig.testing import faults
 
     def bad(queue, arg, v):
@@ -216,6 +217,18 @@ LOSS = """
         assert isinstance(lost.cause, RuntimeError)
 
     @pytest.mark.asyncio
+    async def test_graph_refused(arig_device):
+        if arig_device.arch == "host":
+            pytest.skip("the host device makes no graphs")
+        await arig_device.submit(bad)
+        while True:  # until the record refuses: DeviceLost leaving graph_async is the loss heard
+            try:
+                await arig_device.capability(abi.KEY).graph_async([])
+            except arig.DeviceLost:
+                break
+            await asyncio.sleep(0.001)
+
+    @pytest.mark.asyncio
     @pytest.mark.arig_allow("loss")
     async def test_allowed(arig_device):
         await arig_device.submit(bad)
@@ -224,7 +237,7 @@ LOSS = """
 
 def test_unheard_loss_fails_the_test(pytester: pytest.Pytester) -> None:
     result = run(pytester, LOSS, "--arig-device", "host,fake", "-p", "no:logging")
-    result.assert_outcomes(passed=8, failed=3)
+    result.assert_outcomes(passed=9, failed=3, skipped=1)
     failures(
         result,
         ("test_unheard[[]host[]]", "arig: device HOST was lost and nothing heard of it: ValueError: the fill failed. Await the work"),
@@ -405,7 +418,11 @@ def test_the_plugin_watches_devices_without_changing_them(pytester: pytest.Pytes
     source = """
         import pytest
         import arig
+        import arig.cuda_abi as abi
         from arig.testing import faults, instruments
+
+        def unchanged(rec):
+            return type(rec) is abi.CudaAbi and vars(rec).keys().isdisjoint({"graph", "graph_async", "_build", "_enter"})
 
         @pytest.mark.asyncio
         async def test_plain(arig_device):
@@ -414,5 +431,12 @@ def test_the_plugin_watches_devices_without_changing_them(pytester: pytest.Pytes
             armed = faults.fail_next_fill(arig_device, RuntimeError("x"))
             assert type(arig_device) is arig.Device and "submit" not in vars(arig_device)
             armed.disarm()
+            rec = arig_device.capability(abi.KEY)
+            assert (rec is None) == (arig_device.arch == "host")
+            if rec is not None:  # the CUDA record too: tracked, and after making a graph
+                assert unchanged(rec)
+                graph = await rec.graph_async([])
+                assert unchanged(rec)
+                del graph
     """
     run(pytester, source, "--arig-device", "host,fake").assert_outcomes(passed=2)

@@ -12,6 +12,9 @@ Graphs: ``record.graph(kernels)`` records one launch per kernel, each after
 the one before has completed.  Only a fill, during its call, updates
 (``Graph.update``) or launches (``Graph.launch``) a graph; the device calls
 fills one at a time, so CUDA never sees two calls on one graph at once.
+Each graph the record makes is told to the device's instruments
+(``Instrument.on_graph``) on the thread that built it, before the caller
+has it; nothing is done for that while no instrument watches the device.
 
 A submission that launches a graph must keep it (``dev.submit(fill, keep=g)``):
 once collected, a graph is queued for destruction, and the next open, image
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .. import _instruments
 from .._errors import ArigTypeError, ArigValueError, DeviceLost, DeviceStopped
 from ._launch import check_args, dims
 from ._lib import FILL, KERNEL_NODE_PARAMS, CudaError, check, lib
@@ -280,11 +284,17 @@ class CudaAbi:
             checked.add((k.func, len(k.args)))
             if i % _YIELD_EVERY == _YIELD_EVERY - 1:
                 time.sleep(0)
-        self._enter()
         try:
-            return self._build(ks)
+            self._enter()
+        except DeviceLost as lost:  # the program hears of the loss here: tell who watches it
+            _instruments.tell_loss_seen(b, lost.cause)
+            raise
+        try:
+            graph = self._build(ks)
         finally:
             self._exit()
+        _instruments.tell_graph(b, graph)  # on this thread, before the caller has the graph
+        return graph
 
     async def graph_async(self, kernels: Sequence[Kernel]) -> Graph:
         """``graph`` in a worker thread, so the event loop goes on.

@@ -17,10 +17,15 @@ for that device alone (``arig.testing.add_instrument``), records
   it was set.  A loss nobody heard of is the silent failure the plugin
   exists to catch.
 
-The device itself is left as it is: the same class, the same methods.
-Graphs are the one exception: the CUDA record, not the device, makes them,
-and tells no instrument, so the tracker gives the record a subclass that
-reports each graph it makes.
+The device and its records are left as they are: the same classes, the
+same methods.  Graphs reach the tracker through ``on_graph``, which runs on
+the thread that built the graph (an anyio worker thread for
+``graph_async``), not the loop's: the tracker takes its lock there rather
+than posting the graph to the loop, so that it holds its weak reference
+before the program has the graph (a graph made just before the test ends is
+never missed) and no queued callback keeps a graph alive that the program
+dropped.  ``DeviceLost`` leaving a graph call reaches ``on_loss_seen``
+on the loop, as any other.
 """
 
 from __future__ import annotations
@@ -29,11 +34,9 @@ import asyncio
 import gc
 import threading
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from .._errors import DeviceLost, describe
+from .._errors import describe
 from .._instruments import Instrument, add_instrument, instruments
 from .._memory import Buffer, Image
 from ..device import Device
@@ -85,7 +88,7 @@ class Tracker(Instrument):
         finally:
             self._reading = False
 
-    def add_graph(self, graph: Any) -> None:
+    def on_graph(self, dev: Device, graph: Any) -> None:  # the thread that built it: see the module's docstring
         with self._lock:
             self.graphs.append(weakref.ref(graph))
 
@@ -93,15 +96,6 @@ class Tracker(Instrument):
         """A test starts: what exists now is an earlier test's (module-scoped devices)."""
         with self._lock:
             self._marks = (len(self.buffers), len(self.images), len(self.graphs))
-
-    @contextmanager
-    def hearing(self) -> Iterator[None]:
-        """Around a device call: a DeviceLost leaving it means the loss reached a caller."""
-        try:
-            yield
-        except DeviceLost:
-            self.seen = True
-            raise
 
     def problems(self, dev: Device) -> list[tuple[str, str]]:
         """What this test left wrong on ``dev``: (check, sentence) pairs, the check one of
@@ -164,7 +158,6 @@ def track(dev: Device) -> Tracker:
         raise TypeError(f"only an arig.Device can be tracked, not {type(dev).__name__}")
     t = Tracker(dev.name)
     add_instrument(t, dev)
-    _track_graphs(dev, t)
     return t
 
 
@@ -173,26 +166,6 @@ def tracker_of(obj: Any) -> Tracker | None:
     if not isinstance(obj, Device):
         return None
     return next((i for i in instruments(obj) if isinstance(i, Tracker)), None)
-
-
-def _track_graphs(dev: Device, t: Tracker) -> None:
-    """Make the device's CUDA record report the graphs it makes (only CUDA devices have one)."""
-    if not dev.name.startswith("CUDA"):
-        return
-    from ..cuda_abi import KEY, CudaAbi
-
-    rec = dev.capability(KEY)
-    if type(rec) is not CudaAbi:
-        return
-
-    class _TrackedAbi(CudaAbi):
-        def graph(self, kernels: Any) -> Any:
-            with t.hearing():
-                g = super().graph(kernels)  # graph_async calls this one too, on a worker thread
-            t.add_graph(g)
-            return g
-
-    rec.__class__ = _TrackedAbi
 
 
 async def settle(dev: Device, timeout: float = SETTLE_TIMEOUT) -> None:
