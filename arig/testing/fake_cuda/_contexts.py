@@ -8,16 +8,7 @@ from ctypes import c_int, c_size_t, c_uint, c_void_p
 from typing import Any
 
 from ._driver import _Driver
-from ._objects import (
-    ERRORS,
-    _addr,
-    _Context,
-    _fail_if,
-    _handles,
-    _put,
-    _put_str,
-    _Rc,
-)
+from ._objects import ERRORS, _addr, _Context, _fail_if, _handles, _put, _put_str, _Rc
 
 
 class _Contexts(_Driver):

@@ -15,23 +15,7 @@ from ctypes import c_char_p, c_size_t, c_void_p
 from typing import Any
 
 from ...cuda._lib import _PROTOS, CudaUnavailable
-from ._objects import (
-    _NO_INIT_NEEDED,
-    Call,
-    FakeGpu,
-    Fault,
-    _addr,
-    _Alloc,
-    _Context,
-    _Event,
-    _fail_if,
-    _Func,
-    _handles,
-    _Owned,
-    _put,
-    _Rc,
-    _Stream,
-)
+from ._objects import _NO_INIT_NEEDED, Call, FakeGpu, Fault, _addr, _Alloc, _Context, _Event, _fail_if, _Func, _handles, _Owned, _put, _Rc, _Stream
 
 
 class _Driver:

@@ -10,14 +10,7 @@ from typing import Any
 
 from ...cuda._lib import KERNEL_NODE_PARAMS
 from ._driver import _Driver
-from ._objects import (
-    _addr,
-    _fail_if,
-    _Func,
-    _handles,
-    _Owned,
-    _put,
-)
+from ._objects import _addr, _fail_if, _Func, _handles, _Owned, _put
 
 
 class _Graphs(_Driver):

@@ -9,13 +9,7 @@ from functools import partialmethod
 from typing import Any
 
 from ._driver import _Driver
-from ._objects import (
-    _addr,
-    _Alloc,
-    _fail_if,
-    _put,
-    _Rc,
-)
+from ._objects import _addr, _Alloc, _fail_if, _put, _Rc
 
 
 class _Memory(_Driver):

@@ -9,14 +9,7 @@ from ctypes import c_size_t, c_uint, c_void_p
 from typing import Any
 
 from ._driver import _Driver
-from ._objects import (
-    _addr,
-    _fail_if,
-    _Func,
-    _handles,
-    _Owned,
-    _put,
-)
+from ._objects import _addr, _fail_if, _Func, _handles, _Owned, _put
 
 
 class _Modules(_Driver):

@@ -10,13 +10,7 @@ from ctypes import c_uint64
 from typing import Any
 
 from ._driver import _Driver
-from ._objects import (
-    _HOST_FN,
-    _addr,
-    _Event,
-    _fail_if,
-    _Stream,
-)
+from ._objects import _HOST_FN, _addr, _Event, _fail_if, _Stream
 
 
 class _Streams(_Driver):
