@@ -1,5 +1,5 @@
-"""A fake libcuda for deterministic CPU tests of arig's CUDA device (like
-tinygrad's mockgpu): ``FakeCuda`` implements, in Python and with libcuda's
+"""A fake libcuda for deterministic CPU tests of arig's CUDA device:
+``FakeCuda`` implements, in Python and with libcuda's
 calling conventions, the driver functions arig calls.  See ``FakeCuda``.
 
 ``FakeCuda`` is assembled from one class per area of the driver, each the
