@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import types
-import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from threading import get_ident
@@ -27,24 +25,21 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from . import _instruments, _log
+from . import _device_registry, _instruments, _log
 from ._backend import (
     DEFERRED,
-    Adopts,
     Backend,
-    ExportsDmabuf,
-    MapsHost,
     Opener,
     Submitter,
-    WaitsEvents,
-    Wraps,
     callable_name,
     deferred_result,
     defers_work,
-    features_of,
     fill_result,
 )
-from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe, safe_repr
+from ._device_args import check_alloc, check_copy, check_image, check_index, check_open
+from ._device_features import FeatureCalls
+from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe
+from ._hang_watch import HangWatch
 from ._memory import Buffer, Image
 from ._submit import SubmitThread
 from ._timeline import Timeline
@@ -63,55 +58,34 @@ DEFAULT_STOP_TIMEOUT = 30.0
 STOP_GRACE = 0.05
 
 
-#: Every device made, while referenced (``open_devices``).
-_devices: weakref.WeakSet[Device] = weakref.WeakSet()
-
-
 def open_devices(loop: asyncio.AbstractEventLoop) -> list[Device]:
     """The devices of ``loop`` that are open and not lost (loop thread)."""
-    return [d for d in list(_devices) if d._loop is loop and not d._stopping and d._tl.cause is None]
+    return [d for d in _device_registry.devices() if d._loop is loop and not d._stopping and d._tl.cause is None]
 
 
-def _check_index(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ArigTypeError(f"{what} must be an int, got {type(value).__name__}")
-    return value
-
-
-class Device:
+class Device(FeatureCalls):
     """An open device.  Made by ``await arig.open(opener)``; stop it with
-    ``await dev.stop()`` or ``async with``."""
+    ``await dev.stop()`` or ``async with``.  What only some devices offer
+    (``features``: ``adopt``, ``join_event``, ``dma``, ``map_host``, ``wrap``)
+    is ``FeatureCalls``'."""
 
     name: str
     arch: str
     facts: Mapping[str, Any]
     queues: tuple[Queue, ...]
-    #: What this device offers beyond the common model, fixed at open: a subset of
-    #: ``"adopt"``, ``"wait_event"``, ``"dma"``, ``"map_host"`` and ``"wrap"``, each the
-    #: name of the method that works here (``"wait_event"``: ``join_event``, and so
-    #: ``arig.cuda.wait_event``); the others raise ``ArigTypeError`` naming who has them.
-    features: frozenset[str]
     _st: SubmitThread
     _sub: Submitter
     _put: Any
     _full: Any
     _prepare: Any
     _backend: Backend
-    # The backend once more under each feature it has (None where it lacks it), typed by
-    # the feature's protocol: the methods below call a feature through these only.
-    _adopts: Adopts | None
-    _waits: WaitsEvents | None
-    _dmabuf: ExportsDmabuf | None
-    _maps_host: MapsHost | None
-    _wraps: Wraps | None
     _tl: Timeline
     _loop: asyncio.AbstractEventLoop
     _stop_timeout: float
     _stopping: bool
     _stop_task: asyncio.Task[None] | None
     _nqueues: int
-    _hang_s: float | None
-    _watch: asyncio.TimerHandle | None
+    _watch: HangWatch | None  # None where the backend has no hang timeout
     _finalizer: weakref.finalize[Any, Any]
     _tid: int
     _running: Callable[[], bool]
@@ -140,14 +114,8 @@ class Device:
         self.facts = types.MappingProxyType(dict(backend.facts))
         self.queues = tuple(Queue(self.name, i, h) for i, h in enumerate(backend.queue_handles))
         self._nqueues = len(self.queues)
-        self._hang_s = None if backend.hang_ms is None else backend.hang_ms / 1000.0
-        self._watch = None
-        self.features = features_of(backend)
-        self._adopts = backend if isinstance(backend, Adopts) else None
-        self._waits = backend if isinstance(backend, WaitsEvents) else None
-        self._dmabuf = backend if isinstance(backend, ExportsDmabuf) else None
-        self._maps_host = backend if isinstance(backend, MapsHost) else None
-        self._wraps = backend if isinstance(backend, Wraps) else None
+        self._watch = None if backend.hang_ms is None else HangWatch(self._loop, tl, backend.hang_ms / 1000.0)
+        self._find_features(backend)
 
         sub = self._sub = backend.submitter(st, st._limit)
         self._put = sub.put
@@ -161,8 +129,7 @@ class Device:
             backend.abort()
 
         tl.on_fail(on_fail)
-        self._finalizer = weakref.finalize(self, _abandon, st, self.name)
-        _devices.add(self)
+        self._finalizer = _device_registry.track(self, st, self.name)
         _instruments.attach(self, tl)
         return self
 
@@ -195,7 +162,7 @@ class Device:
 
     def reached_at(self, v: int) -> float | None:
         """The ``time.perf_counter()`` at which the device reported ``v`` reached (None if not, or forgotten)."""
-        return self._tl.reached_at(_check_index(v, "v"))
+        return self._tl.reached_at(check_index(v, "v"))
 
     @property
     def loss_delivered(self) -> bool:
@@ -227,12 +194,18 @@ class Device:
             "A device's futures and threads serve one loop: open a device in each loop that uses one"
         )
 
+    def _check_here_and_usable(self) -> None:
+        """The checks of a call that needs no driver: the device's own loop (the cheap way first), then usable."""
+        if get_ident() != self._tid or not self._running():
+            self._check_loop()
+        self._check_usable()
+
     def _queue_index(self, queue: Any) -> int:
         if isinstance(queue, Queue):
             if queue.device != self.name or not (0 <= queue.index < len(self.queues)) or self.queues[queue.index] is not queue:
                 raise ArigValueError(f"{queue!r} is not a queue of this device")
             return queue.index
-        qi = _check_index(queue, "queue")
+        qi = check_index(queue, "queue")
         if not 0 <= qi < len(self.queues):
             raise ArigValueError(f"queue {qi} out of range: {self.name} has {len(self.queues)} queue(s)")
         return qi
@@ -290,61 +263,9 @@ class Device:
         except BaseException as exc:
             tl.fail(exc)
             raise
-        if idle and self._hang_s is not None and self._watch is None:
-            self._arm_watchdog()
+        if idle and self._watch is not None:
+            self._watch.arm()
         return v
-
-    def adopt(self, stream: Any) -> AdoptedQueue:
-        """A queue made from a stream another library owns (CUDA devices).
-
-        ``stream``: an object with ``__cuda_stream__`` (cuda.core's
-        protocol), a ``torch.cuda.Stream``, a ``cupy.cuda.Stream``, or a raw
-        ``CUstream`` int, of this device's GPU and primary context.  Work
-        enqueued on that stream before a submit on the queue is ordered
-        before that submit's value: ``await dev.wait(await dev.submit(None,
-        queue=q))`` awaits it with no thread blocked.  A Python fill on the
-        queue receives the stream's handle.  Adopting a stream again gives
-        the same queue; the stream object stays referenced until the device
-        stops.  Calls no driver function (the loop thread's rule).
-        """
-        if get_ident() != self._tid or not self._running():
-            self._check_loop()
-        self._check_usable()
-        adopts = self._adopts
-        if adopts is None:
-            raise ArigTypeError(f"{self.name} has no streams to adopt: adopt() is for CUDA devices")
-        return adopts.adopt(stream)
-
-    def _adopted_item(self, queue: AdoptedQueue, fill: Any, arg: Any) -> tuple[int, Any]:
-        adopts = self._adopts
-        if adopts is None or queue.device != self.name or adopts.adopted(queue.handle) is not queue:
-            raise ArigValueError(f"{queue!r} is not a queue of this device")
-        return queue.index, adopts.prepare_adopted(queue, fill, arg)
-
-    async def join_event(self, handle: int, *, keep: Any = ()) -> int:
-        """Submit a wait, on the device's join lane, for the event ``handle`` another library
-        records (devices with ``"wait_event"``); return the value it completes on.
-
-        The event's latest record when the device reaches the wait is what is
-        awaited.  ``arig.cuda.wait_event`` is the friendly form: it reads the handle
-        out of torch, CuPy or cuda.core events and awaits the value.  ``keep`` (the
-        event object) stays referenced until the value is reached.  Back-pressure,
-        cancellation and loss are ``submit``'s.
-        """
-        if get_ident() != self._tid or not self._running():
-            self._check_loop()
-        waits = self._waits
-        if waits is None:
-            raise ArigTypeError(f"{self.name} cannot wait for CUDA events: pass a CUDA device")
-        if not 0 < _check_index(handle, "handle") < 1 << 64:  # 0 is no event: the driver would refuse the wait, and lose the device
-            raise ArigValueError(f"handle must be an event's handle, in 1..2**64-1, got {handle}")
-        self._check_usable()
-        slot = waits.event_slot(handle)
-        item = waits.prepare_event(slot)
-        if self._full():
-            await self._sub.wait_space(self._check_usable)
-            self._check_usable()
-        return self._hand_over(waits.join_lane, item, (slot, keep))
 
     async def wait(self, v: int) -> None:
         """Return once ``v`` is reached; raise ``DeviceLost`` if it never will be.
@@ -354,7 +275,7 @@ class Device:
         if get_ident() != self._tid or not self._running():
             self._check_loop()
         if type(v) is not int:
-            _check_index(v, "v")
+            check_index(v, "v")
         tl = self._tl
         if v <= tl.reached:
             return
@@ -385,92 +306,13 @@ class Device:
     async def alloc(self, nbytes: int, kind: str | None = None) -> Buffer:
         """A buffer of ``nbytes`` bytes of ``kind`` memory (the device's default kind if None)."""
         self._check_loop()
-        nbytes = _check_index(nbytes, "nbytes")
-        if nbytes <= 0:
-            raise ArigValueError(f"nbytes must be positive, got {nbytes}")
-        if kind is not None and not isinstance(kind, str):
-            raise ArigTypeError(f"kind must be a str, got {type(kind).__name__}")
+        nbytes = check_alloc(nbytes, kind)
         return await self._control(self._backend.alloc, nbytes, kind)
-
-    def _check_copy(self, buf: Buffer, array: Any, writable: bool) -> np.ndarray[Any, Any]:
-        if not isinstance(buf, Buffer) or buf.device != self.name:
-            raise ArigTypeError(f"expected a buffer of {self.name}, got {safe_repr(buf)}")
-        if buf.closed:
-            raise ArigValueError("buffer is closed")
-        if not isinstance(array, np.ndarray):
-            raise ArigTypeError(f"expected a numpy array, got {type(array).__name__}")
-        if not array.flags.c_contiguous or (writable and not array.flags.writeable):
-            raise ArigValueError("the array must be C-contiguous" + (" and writable" if writable else ""))
-        if array.nbytes > buf.nbytes:
-            raise ArigValueError(f"array of {array.nbytes} bytes does not fit the buffer of {buf.nbytes}")
-        return array
-
-    async def dma(self, buf: Buffer, offset: int = 0, nbytes: int | None = None) -> Any:
-        """``nbytes`` (all that follows ``offset`` if None) of ``buf`` as a dma-buf another driver can
-        import (NV devices, NVIDIA's open kernel modules): a ``Dmabuf`` with ``fd``, ``offset`` and
-        ``size``.  The export runs on the submit thread; the kernel driver's refusal raises ``RmError``."""
-        self._check_loop()
-        dma = self._dmabuf
-        if dma is None:
-            raise ArigTypeError(f"{self.name} exports no dma-bufs: dma() is for NV devices")
-        if not isinstance(buf, Buffer) or buf.device != self.name:
-            raise ArigTypeError(f"expected a buffer of {self.name}, got {safe_repr(buf)}")
-        if buf.closed:
-            raise ArigValueError("buffer is closed")
-        offset = _check_index(offset, "offset")
-        n = buf.nbytes - offset if nbytes is None else _check_index(nbytes, "nbytes")
-        if offset + n > buf.nbytes or n <= 0:
-            raise ArigValueError(f"the region at {offset} of {n} bytes is not inside the buffer of {buf.nbytes} bytes")
-        return await self._control(dma.dma, buf, offset, n)
-
-    async def map_host(self, obj: Any) -> Buffer:
-        """Host memory the program already has, mapped for the GPU without a copy (NV devices).
-
-        ``obj``: a writable, C-contiguous object with the buffer protocol (a numpy array, a
-        ``bytearray``, an ``mmap``).  The buffer's ``address`` is where the GPU sees it (an address of
-        its own: the host's may lie higher than the GPU reaches), ``numpy()`` views ``obj``'s own
-        memory, and kernels, copies and releases reach it directly.  The kernel driver pins the pages
-        for writing while the buffer lives (``obj`` stays referenced until the GPU's mapping is undone,
-        after the work submitted before ``close()``); pages it will not pin (not mapped or not writable,
-        a shared mapping of a file on ext4 or xfs since Linux 6.5) raise ``arig.nvrm.PinRefused``, a
-        ``ValueError``, as they always would."""
-        self._check_loop()
-        mh = self._maps_host
-        if mh is None:
-            raise ArigTypeError(f"{self.name} maps no host memory: map_host() is for NV devices")
-        try:
-            view = memoryview(obj)
-        except TypeError:
-            raise ArigTypeError(f"map_host takes an object with the buffer protocol (a numpy array, a bytearray), not {type(obj).__name__}") from None
-        if view.readonly:
-            raise ArigValueError("map_host needs writable memory: the GPU may write it, and the kernel pins its pages for writing")
-        if not view.c_contiguous:
-            raise ArigValueError("map_host needs C-contiguous memory")
-        if view.nbytes == 0:
-            raise ArigValueError("map_host needs at least one byte")
-        address = np.frombuffer(view, dtype=np.uint8).ctypes.data
-        self._check_usable()
-        buf: Buffer = await self._control(mh.map_host, address, view.nbytes, obj)
-        return buf
-
-    def wrap(self, array: Any) -> Buffer:
-        """Another library's GPU array (torch, CuPy, anything with ``__cuda_array_interface__``
-        or ``__dlpack__``) as a buffer of this device, sharing its memory: ``upload`` and
-        ``download`` copy through it.  The array stays referenced while the buffer lives; its
-        library frees the memory, never arig.  Order its library's pending writes first (for
-        example ``await dev.wait(await dev.submit(None, queue=dev.adopt(stream)))``)."""
-        if get_ident() != self._tid or not self._running():
-            self._check_loop()
-        self._check_usable()
-        wraps = self._wraps
-        if wraps is None:
-            raise ArigTypeError(f"{self.name} wraps no foreign arrays: wrap() is for CUDA devices")
-        return wraps.wrap(array)
 
     async def upload(self, buf: Buffer, array: np.ndarray, *, queue: Any = 0) -> int:
         """Copy ``array`` into ``buf`` through a queue; return once the copy is done."""
         self._check_loop()
-        array = self._check_copy(buf, array, writable=False)
+        array = check_copy(buf, array, self.name, writable=False)
         if buf.readonly:
             raise ArigValueError(f"{buf!r} wraps a read-only array: nothing may be uploaded into it")
         fill, arg = self._backend.copy_fill(buf, array, True)
@@ -479,24 +321,14 @@ class Device:
     async def download(self, buf: Buffer, out: np.ndarray, *, queue: Any = 0) -> int:
         """Copy the first ``out.nbytes`` bytes of ``buf`` into ``out``; return once done."""
         self._check_loop()
-        out = self._check_copy(buf, out, writable=True)
+        out = check_copy(buf, out, self.name, writable=True)
         fill, arg = self._backend.copy_fill(buf, out, False)
         return await self.run(fill, arg, queue=queue, keep=(buf, out))
 
     async def load(self, image: bytes) -> Image:
         """Load an image (cubin, PTX or fatbin on CUDA); ``image.function(name)`` is a kernel."""
         self._check_loop()
-        if not isinstance(image, (bytes, bytearray, memoryview)):
-            raise ArigTypeError(f"image must be bytes, got {type(image).__name__}")
-        if len(image) == 0:
-            raise ArigValueError("image is empty")
-        return await self._control(self._backend.load, bytes(image))
-
-    # -- the hang watchdog -------------------------------------------------------
-    def _arm_watchdog(self) -> None:
-        assert self._hang_s is not None
-        period = min(self._hang_s / 4, 1.0)
-        self._watch = self._loop.call_later(period, _watchdog, weakref.ref(self), period)
+        return await self._control(self._backend.load, check_image(image))
 
     # -- stopping ----------------------------------------------------------------
     async def stop(self) -> None:
@@ -540,7 +372,6 @@ class Device:
         tl.release_kept()
         if self._watch is not None:
             self._watch.cancel()
-            self._watch = None
         self._finalizer.detach()
         # Said last, once everything is released: a handler that raises cannot leave anything held.
         if not ended:
@@ -561,27 +392,6 @@ class Device:
         return f"<arig.Device {self.name} {self.arch} {state} reached={self._tl.reached}/{self._tl.assigned}>"
 
 
-def _watchdog(ref: weakref.ref[Device], period: float) -> None:
-    dev = ref()
-    if dev is None:
-        return
-    dev._watch = None
-    tl = dev._tl
-    if tl.lost is not None or tl.assigned == tl.reached or dev._hang_s is None:
-        return  # nothing pending: the next submit arms it again
-    idle = time.monotonic() - max(tl.last_progress, tl.progress_time)
-    if idle >= dev._hang_s:
-        hang = DeviceHang(f"no progress for {idle * 1000:.0f} ms (hang_ms={dev._hang_s * 1000:.0f}) with values {tl.reached + 1}..{tl.assigned} pending")
-        tl.fail(hang, logging.ERROR)
-        return
-    dev._watch = dev._loop.call_later(period, _watchdog, ref, period)
-
-
-def _abandon(st: SubmitThread, name: str) -> None:
-    st.abandon()  # first: under -W error the warning raises, and the threads must end anyway
-    warnings.warn(f"arig: device {name} was never stopped; use `async with` or `await dev.stop()`", ResourceWarning, stacklevel=2)
-
-
 async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_timeout: float = DEFAULT_STOP_TIMEOUT) -> Device:  # noqa: A001
     """Open the device ``opener`` makes (``arig.host.cpu()``, ``arig.cuda.gpu(i)``, ...).
 
@@ -589,13 +399,7 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     failure raises ``OpenError`` naming why.  ``max_pending`` bounds the
     submissions waiting for that thread; ``stop_timeout`` bounds ``stop``.
     """
-    name = getattr(opener, "name", None)
-    if not isinstance(name, str) or not callable(getattr(opener, "make", None)):
-        raise ArigTypeError(f"expected an opener (arig.host.cpu(), arig.cuda.gpu(i), ...), got {safe_repr(opener)}")
-    if _check_index(max_pending, "max_pending") < 1:
-        raise ArigValueError(f"max_pending must be at least 1, got {max_pending}")
-    if not stop_timeout > 0:
-        raise ArigValueError(f"stop_timeout must be positive, got {stop_timeout}")
+    name = check_open(opener, max_pending, stop_timeout)
     loop = asyncio.get_running_loop()
     st = SubmitThread(loop, name, max_pending)
     starting = asyncio.ensure_future(st.start(opener.make))

@@ -34,7 +34,7 @@ import arig.cuda._lib
 import arig.cuda_abi as abi
 import arig.host
 from arig._stall import StallMeter
-from arig.cuda import capture
+from arig.cuda import _capture_ctx, _graph_handles, _graph_launches, capture
 
 U32 = (1 << 32) - 1
 CTX = 0xC0
@@ -168,7 +168,8 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLib]:
     f = FakeLib()
     monkeypatch.setattr(arig.cuda._abi, "lib", f)
     monkeypatch.setattr(arig.cuda._gpu, "lib", f)
-    monkeypatch.setattr(capture, "lib", f)
+    for module in (capture, _capture_ctx, _graph_handles):  # the capture functions, their contexts, their handles' destruction
+        monkeypatch.setattr(module, "lib", f)
     yield f
     _forget_fake_captures()
 
@@ -178,8 +179,8 @@ def _forget_fake_captures() -> None:
     gc.collect()
     for state in arig.cuda._gpu.states():
         state._doomed.clear()
-    capture._pending.clear()
-    capture._captures.clear()
+    _graph_launches._pending.clear()
+    _graph_launches._captures.clear()
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """arig._dlpack on the CPU: DLPack export through numpy's own consumer, and
 foreign() over numpy arrays, interface dicts and DLPack producers.
 
-The count of exports still out is ``len(_dlpack._live)``: the deleter is
+The count of exports still out is ``len(_export._live)``: the deleter is
 what empties it, so "the deleter ran" is "the count went back"."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arig import _dlpack
+from arig._dlpack import _abi, _export
 from arig._dlpack import Foreign, buffer_dlpack, buffer_dlpack_device, check_request, dlpack_device, export, foreign, kDLCPU, kDLCUDA, kDLCUDAHost
 from arig._errors import ArigTypeError, ArigValueError
 from arig._memory import Buffer
@@ -84,7 +84,7 @@ class CAI:
 
 def live() -> int:
     gc.collect()
-    return len(_dlpack._live)
+    return len(_export._live)
 
 
 def name_of(cap: Any) -> bytes:
@@ -96,8 +96,8 @@ def name_of(cap: Any) -> bytes:
 def managed_of(cap: Any) -> Any:
     """The struct behind one of our capsules (read only; the capsule stays unconsumed)."""
     name = name_of(cap)
-    ptr = _dlpack._PyCapsule_GetPointer(cap, name)
-    kind = _dlpack.DLManagedTensorVersioned if name == b"dltensor_versioned" else _dlpack.DLManagedTensor
+    ptr = _abi._PyCapsule_GetPointer(cap, name)
+    kind = _abi.DLManagedTensorVersioned if name == b"dltensor_versioned" else _abi.DLManagedTensor
     return kind.from_address(ptr)
 
 
@@ -214,7 +214,7 @@ def test_capsule_kind_follows_max_version(max_version: Any, name: bytes, version
     assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (1, 8, 1)
     assert (ctypes.c_int64 * 1).from_address(t.shape)[0] == 6
     assert (ctypes.c_int64 * 1).from_address(t.strides)[0] == 1
-    assert m.deleter == _dlpack._DELETER_ADDR
+    assert m.deleter == _export._DELETER_ADDR
     del cap
 
 
@@ -285,10 +285,10 @@ def test_disarm_nulls_the_deleters_it_is_given() -> None:
     cap = export(src.ctypes.data, 4, kDLCPU, 0, src)
     m = managed_of(cap)
     key = ctypes.addressof(m)
-    _dlpack._disarm({key: _dlpack._live[key]})
+    _export._disarm({key: _export._live[key]})
     assert m.deleter is None
     del cap  # the destructor still releases the export: it does not go through the deleter
-    assert key not in _dlpack._live
+    assert key not in _export._live
 
 
 def test_capsule_dying_while_an_exception_is_in_flight_still_releases() -> None:

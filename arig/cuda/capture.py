@@ -37,46 +37,14 @@ Contexts
     across fills would capture the device's own completion signals.
 
 Lifetimes
-    A ``Template`` holds the CUgraph, an ``Exec`` the CUgraphExec.  Neither
-    knows which kernels, modules and buffers the captured work names, so
-    ``end_capture(..., keep=...)`` and ``instantiate(..., keep=...)`` take
-    them: the template keeps ``keep``; the exec keeps its template's ``keep``
-    plus its own, so the template can be destroyed first.  Kernel parameters
-    need no keeping: CUDA copies them when the launch is captured.  While a
-    template or exec of a primary context is alive, its GPU's state (the
-    GPU's one reclaimer, ``arig/cuda/_gpu.py``, which also owns the record's
-    graphs and their modules) holds that context, so the handle stays valid
-    after the device that made it stopped.  ``destroy``/``exec_destroy``
-    release eagerly and are idempotent; otherwise a finalizer (holding only
-    the handle) queues the destruction with the GPU's state, and the next
-    call of this module from a thread that may call CUDA, ``reclaim()``, or
-    the GPU's next open, load, unload or graph construction destroys it:
-    the collector may run on the event loop's thread, inside a fill or while
-    a lock is held, where a CUDA call must not be made.  A child of ``fork``
-    destroys nothing inherited from its parent.
-
-How ``launch`` keeps an exec alive until its work is done
-    Each launch (with ``retain=True``, the default) enqueues, right after
-    ``cuGraphLaunch``, a host function on the same stream that is libc's
-    ``sem_post`` on a semaphore of that launch: no Python, no GIL, no lock, no
-    CUDA call, which is all CUDA lets a host function do.
-    The launch's (semaphore, exec) pair waits in a per-stream registry; every
-    later call of this module (``launch`` included) reaps the pairs whose
-    semaphore was posted (``sem_trywait``, not a CUDA call), oldest first.
-    The registry's strong reference is what keeps a dropped exec, and the
-    resources it keeps, alive: an exec referenced by a pending launch cannot
-    be collected, so its finalizer cannot run.  ``exec_destroy`` on an exec
-    with launches not yet seen complete marks it destroyed (later launches
-    raise) and defers ``cuGraphExecDestroy`` until the last is reaped.
-    Why not ``cuStreamQuery`` at the next launch, as first proposed: a
-    stream that never idles would never release anything, a query on a
-    capturing stream invalidates the capture, and under another thread's
-    ``GLOBAL`` capture any query is a "potentially unsafe" call that fails
-    and invalidates that capture.  The price is one host function per
-    launch (a few microseconds of stream time); ``retain=False`` skips it
-    for an exec the caller keeps alive itself (``dev.submit(..., keep=exe)``).
-    A launch into a capture begun here is not tracked that way: the exec is
-    added to the ``keep`` of the template that ``end_capture`` returns.
+Lifetimes
+    A ``Template`` holds the CUgraph, an ``Exec`` the CUgraphExec; each
+    keeps what its captured work names (``keep=``) and, while alive, its
+    primary context.  ``destroy``/``exec_destroy`` release eagerly and are
+    idempotent; a dropped handle is destroyed later, by a call here from a
+    thread that may call CUDA (``arig.cuda._graph_handles`` says how).  A
+    launch keeps its exec alive until its work is done, seen through a host
+    function that posts a semaphore (``arig.cuda._graph_launches``).
 """
 
 from __future__ import annotations
@@ -86,20 +54,21 @@ import collections
 import contextlib
 import ctypes
 import enum
-import functools
 import os
-import threading
-import weakref
 from collections.abc import Iterator
-from ctypes import byref, c_int, c_void_p
+from ctypes import byref, c_void_p
 from typing import Any
 
-from .._memory import never_free
 from .._errors import ArigError, ArigTypeError, ArigValueError
-from .._libc import SEM_POST, new_semaphore, sem_trywait
+from .._libc import SEM_POST
+from .._memory import never_free
 from ..queue import Queue
-from ._abi import KEY, CudaAbi
-from ._gpu import GpuState, at_fork_in_child, gpu_state, states
+from . import _graph_handles as _handles
+from . import _graph_launches as _launches
+from ._capture_ctx import _in, _relaxed, _resolve, _stream_ctx
+from ._graph_handles import Exec, Template, _destroy_now, _drain, _hold
+from ._graph_launches import _captures, _new_sem, _pending, _reap, _release_launch
+from ._gpu import states
 from ._lib import CudaError, check, lib
 
 __all__ = [
@@ -147,20 +116,6 @@ class OnEventLoop(ArigError, RuntimeError):
     """A capture function was called on the event loop's thread."""
 
 
-# -- libc semaphores for launch completion -------------------------------------------
-# (arig._libc: SEM_POST, new_semaphore, sem_trywait)
-
-# -- process-wide state ---------------------------------------------------------------
-_lock = threading.Lock()  # registry updates only: never held across a CUDA call
-#: stream -> launches not yet seen complete, oldest first: (semaphore, exec)
-_pending: dict[int, collections.deque[tuple[Any, Exec]]] = {}
-#: stream -> execs launched into a capture begun here (they join the template's keep)
-_captures: dict[int, list[Any]] = {}
-#: semaphores reaped at zero, for reuse
-_free_sems: list[Any] = []
-_counts = {"templates": 0, "execs": 0}
-_PID = os.getpid()
-
 
 def _not_on_loop(what: str) -> None:
     try:
@@ -205,42 +160,6 @@ def _keep(keep: Any) -> tuple[Any, ...]:
     return (keep,)
 
 
-def _resolve(context: Any) -> int:
-    """A CUcontext from ``context``: an int, a CUDA device's record, or a CUDA device."""
-    if isinstance(context, int) and not isinstance(context, bool):
-        if context <= 0:
-            raise ArigValueError(f"context must be a CUcontext (a positive int), got {context}")
-        return context
-    record = context
-    capability = getattr(context, "capability", None)
-    if callable(capability):
-        record = capability(KEY)
-        if record is None:
-            raise ArigTypeError(f"{context!r} is not a CUDA device")
-    if not isinstance(record, CudaAbi):
-        raise ArigTypeError(f"context must be a CUcontext int, a CUDA device's record or a CUDA device, got {type(context).__name__}")
-    return record.context
-
-
-def _current() -> int:
-    cur = c_void_p()
-    check(lib.cuCtxGetCurrent(byref(cur)), "cuCtxGetCurrent")
-    return cur.value or 0
-
-
-@contextlib.contextmanager
-def _in(ctx: int) -> Iterator[int]:
-    """Make ``ctx`` current for the block (if it is not already), then restore."""
-    cur = _current()
-    if not ctx or ctx == cur:
-        yield cur
-        return
-    check(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    try:
-        yield ctx
-    finally:
-        lib.cuCtxSetCurrent(cur or None)
-
 
 @contextlib.contextmanager
 def using(context: Any) -> Iterator[int]:
@@ -254,186 +173,10 @@ def using(context: Any) -> Iterator[int]:
         yield ctx
 
 
-def _stream_ctx(s: int) -> int:
-    c = c_void_p()
-    check(lib.cuStreamGetCtx(s, byref(c)), "cuStreamGetCtx")
-    return c.value or 0
-
-
-@contextlib.contextmanager
-def _relaxed() -> Iterator[None]:
-    """This thread's capture interaction mode RELAXED for the block: a destructor
-    run here must not invalidate a capture in progress (ours or another thread's)."""
-    mode = c_int(int(RELAXED))
-    ok = lib.cuThreadExchangeStreamCaptureMode(byref(mode)) == 0
-    try:
-        yield
-    finally:
-        if ok:
-            lib.cuThreadExchangeStreamCaptureMode(byref(mode))
-
-
-def _hold(ctx: int) -> tuple[int, GpuState | None]:
-    """Count a handle made in ``ctx`` (current on this thread) with its GPU's state, the one
-    reclaimer of that GPU: (the GPU held, or -1 for a context of the user's own, and the state)."""
-    dev = c_int()
-    if lib.cuCtxGetDevice(byref(dev)) != 0:
-        return -1, None
-    state = gpu_state(dev.value)
-    state.hold_handle()  # the state holds the primary context, once for all it counts
-    if state.primary != ctx:  # a context of the user's own: its life is theirs
-        state.release_handle()
-        return -1, state
-    return dev.value, state
-
-
-def _bury(kind: str, handle: int, ctx: int, held: int, pid: int, state: GpuState | None) -> None:
-    """Finalizer: queue the handle's destruction with its GPU.  No CUDA call, no lock, no blocking."""
-    if pid == _PID and state is not None:
-        state.bury(functools.partial(_destroy_buried, kind, handle, ctx, held))
-
-
-def _destroy_now(kind: str, handle: int, ctx: int, held: int) -> None:
-    with _in(ctx):
-        if kind == "exec":
-            lib.cuGraphExecDestroy(handle)
-            _counts["execs"] += 1
-        else:
-            lib.cuGraphDestroy(handle)
-            _counts["templates"] += 1
-    if held >= 0:
-        gpu_state(held).release_handle()
-
-
-def _destroy_buried(kind: str, handle: int, ctx: int, held: int) -> None:
-    """A queued destruction, run by its GPU state's drain or reclaim."""
-    with _relaxed():
-        try:
-            _destroy_now(kind, handle, ctx, held)
-        except ArigError:
-            pass  # a failed context: the handle died with it
-
-
-def _drain() -> None:
-    """Destroy what finalizers and deferred ``exec_destroy`` queued, GPU by GPU."""
-    if os.getpid() != _PID:
-        return
-    for state in states():
-        state.drain()
-
-
-def _release_launch(ex: Exec) -> None:
-    """One launch of ``ex`` is done (or was never made): with ``_lock`` held."""
-    ex._launches -= 1
-    if ex._launches == 0 and ex._deferred is not None:
-        kind, handle, ctx, held, state = ex._deferred
-        if state is not None:
-            state.bury(functools.partial(_destroy_buried, kind, handle, ctx, held))
-        ex._deferred = None
-
-
-def _reap() -> None:
-    """Release the execs of launches whose host function has run (no CUDA call)."""
-    if not _pending:
-        return
-    done: list[Exec] = []  # dropped after the lock: a last reference may run finalizers
-    with _lock:
-        for stream in list(_pending):
-            q = _pending[stream]
-            while q and sem_trywait(q[0][0]) == 0:
-                sem, ex = q.popleft()
-                _free_sems.append(sem)
-                _release_launch(ex)
-                done.append(ex)
-            if not q:
-                del _pending[stream]
-    del done
-
-
-def _new_sem() -> Any:
-    try:
-        return _free_sems.pop()
-    except IndexError:
-        pass
-    return new_semaphore()
-
 
 def _housekeeping() -> None:
     _reap()
     _drain()
-
-
-# -- the values -------------------------------------------------------------------------
-class _Handle:
-    __slots__ = ("__weakref__", "_ctx", "_finalizer", "_handle", "_pid", "keep")
-    _kind = ""
-    _handle: int
-    _ctx: int
-    _pid: int
-    keep: tuple[Any, ...]
-    _finalizer: weakref.finalize[Any, Any]
-
-    def __init__(self, *_: Any, **__: Any) -> None:
-        raise TypeError(f"a {type(self).__name__} is made by arig.cuda.capture ({'end_capture' if self._kind == 'graph' else 'instantiate'})")
-
-    @classmethod
-    def _make(cls, handle: int, ctx: int, hold: tuple[int, GpuState | None], keep: tuple[Any, ...]) -> Any:
-        self = object.__new__(cls)
-        self._handle = handle
-        self._ctx = ctx
-        self._pid = os.getpid()
-        self.keep = keep
-        self._finalizer = weakref.finalize(self, _bury, cls._kind, handle, ctx, hold[0], self._pid, hold[1])
-        return self
-
-    @property
-    def handle(self) -> int:
-        """The native handle (0 once destroyed)."""
-        return self._handle
-
-    @property
-    def destroyed(self) -> bool:
-        return self._handle == 0
-
-    def _take(self) -> tuple[Any, ...] | None:
-        """Mark destroyed; the finalizer's arguments if this call did it (``_lock`` held)."""
-        if not self._handle:
-            return None
-        self._handle = 0
-        info = self._finalizer.detach()
-        return None if info is None else tuple(info[2])
-
-    def __repr__(self) -> str:
-        what = "destroyed" if not self._handle else f"0x{self._handle:x}"
-        return f"<arig.cuda.capture.{type(self).__name__} {what}, keeping {len(self.keep)} object(s)>"
-
-
-class Template(_Handle):
-    """A captured graph (CUgraph), not yet executable.  ``keep``: what it keeps alive."""
-
-    __slots__ = ()
-    _kind = "graph"
-
-
-class Exec(_Handle):
-    """An executable graph (CUgraphExec).  ``keep``: what it keeps alive;
-    ``pending``: its launches not yet seen complete."""
-
-    __slots__ = ("_deferred", "_launches")
-    _kind = "exec"
-    _launches: int
-    _deferred: tuple[Any, ...] | None
-
-    @classmethod
-    def _make(cls, handle: int, ctx: int, hold: tuple[int, GpuState | None], keep: tuple[Any, ...]) -> Any:
-        self = super()._make(handle, ctx, hold, keep)
-        self._launches = 0
-        self._deferred = None
-        return self
-
-    @property
-    def pending(self) -> int:
-        return self._launches
 
 
 # -- the functions -------------------------------------------------------------------------
@@ -449,7 +192,7 @@ def begin_capture(stream: Any, mode: CaptureMode | int = GLOBAL, *, context: Any
     with _in(_resolve(context) if context is not None else _stream_ctx(s)):
         _housekeeping()
         check(lib.cuStreamBeginCapture_v2(s, int(m)), "cuStreamBeginCapture")
-        with _lock:
+        with _launches._lock:
             _captures[s] = []
 
 
@@ -466,7 +209,7 @@ def end_capture(stream: Any, *, keep: Any = (), context: Any = None) -> Template
     # The capture ends first: until then only the capture's own calls touch the stream.
     g = c_void_p()
     rc = lib.cuStreamEndCapture(s, byref(g))
-    with _lock:
+    with _launches._lock:
         launched = _captures.pop(s, [])
     if rc:
         raise CudaError.of(rc, "cuStreamEndCapture" + (": the capture was invalidated" if rc == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED else ""))
@@ -522,7 +265,7 @@ def launch(exec_: Exec, stream: Any, *, retain: bool = True, context: Any = None
     s = _stream(stream)
     with _in(_resolve(context) if context is not None else exec_._ctx):
         into: list[Any] | None = None
-        with _lock:
+        with _launches._lock:
             h = exec_._handle
             if h and exec_._pid == os.getpid():
                 exec_._launches += 1  # reserved: exec_destroy defers from now on
@@ -542,12 +285,12 @@ def launch(exec_: Exec, stream: Any, *, retain: bool = True, context: Any = None
                 if rc:
                     never_free(exec_)  # launched, but its end cannot be seen: never released
                     raise CudaError.of(rc, "cuLaunchHostFunc (after cuGraphLaunch)")
-                with _lock:
+                with _launches._lock:
                     _pending.setdefault(s, collections.deque()).append((sem, exec_))
                 registered = True
         finally:
             if not registered:
-                with _lock:
+                with _launches._lock:
                     _release_launch(exec_)
         _housekeeping()
 
@@ -557,7 +300,7 @@ def destroy(template: Template, *, context: Any = None) -> None:
     _not_on_loop("destroy")
     if not isinstance(template, Template):
         raise ArigTypeError(f"destroy takes a Template, got {type(template).__name__}")
-    with _lock:
+    with _launches._lock:
         info = template._take()
     _finish(info, context)
 
@@ -573,16 +316,16 @@ def exec_destroy(exec_: Exec, *, context: Any = None) -> None:
     if not isinstance(exec_, Exec):
         raise ArigTypeError(f"exec_destroy takes an Exec, got {type(exec_).__name__}")
     _reap()
-    with _lock:
+    with _launches._lock:
         info = exec_._take()
         if info is not None and exec_._launches:
-            exec_._deferred = (*info[:4], info[5]) if info[4] == _PID else None
+            exec_._deferred = (*info[:4], info[5]) if info[4] == _handles._PID else None
             info = None
     _finish(info, context)
 
 
 def _finish(info: tuple[Any, ...] | None, context: Any) -> None:
-    if info is not None and info[4] == _PID:
+    if info is not None and info[4] == _handles._PID:
         kind, handle, ctx, held = info[:4]
         with _relaxed(), _in(_resolve(context) if context is not None else ctx):
             _destroy_now(kind, handle, ctx, held)
@@ -600,20 +343,8 @@ def stats() -> dict[str, int]:
     """Counters (any thread): templates/execs destroyed so far, handles awaiting
     destruction, launches not yet seen complete."""
     return {
-        "templates_destroyed": _counts["templates"],
-        "execs_destroyed": _counts["execs"],
+        "templates_destroyed": _handles._counts["templates"],
+        "execs_destroyed": _handles._counts["execs"],
         "awaiting_destruction": sum(state.buried for state in states()),
         "launches_pending": sum(len(q) for q in list(_pending.values())),
     }
-
-
-def _after_fork_in_child() -> None:
-    global _PID, _lock
-    _PID = os.getpid()
-    _lock = threading.Lock()
-    _pending.clear()
-    _captures.clear()
-    _free_sems.clear()
-
-
-at_fork_in_child(_after_fork_in_child)  # the GPU states' one fork handler runs it
