@@ -23,7 +23,7 @@ import numpy as np
 from ._errors import ArigTypeError, ArigValueError, safe_repr
 from ._memory import Buffer, Image
 
-__all__ = ["LaunchSpec", "ParamLayout", "KernelImage", "args_size", "check_params", "dims", "c_arg", "fill_address",
+__all__ = ["LaunchSpec", "ParamLayout", "Args", "KernelImage", "args_size", "check_params", "dims", "c_arg", "fill_address",
            "is_c_fill", "FILL_ARGS", "U32"]  # fmt: skip
 
 U32 = (1 << 32) - 1
@@ -32,6 +32,8 @@ _U64 = 1 << 64
 #: A kernel's parameters as (offset, size) in bytes, in order: what its loader read (the CUDA
 #: driver's parameter query, the cubin's ``.nv.info``), and what a launch's argument bytes must fill.
 ParamLayout = tuple[tuple[int, int], ...]
+#: What a launch's argument bytes may be given as (copied to bytes when checked).
+Args = bytes | bytearray | memoryview
 #: The argument types of ``int fill(void *queue, void *arg, uint64_t v)`` (``arig.cuda_abi.FILL``).
 FILL_ARGS = (c_void_p, c_void_p, c_uint64)
 
@@ -164,7 +166,7 @@ class LaunchSpec:
 
     __slots__ = ("func", "grid", "block", "args", "shared")
 
-    def __init__(self, func: int, grid: Any, block: Any, args: bytes | bytearray | memoryview = b"", shared: int = 0) -> None:
+    def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
         self.func = _func(func)
         self.grid = dims(grid, "grid")
         self.block = dims(block, "block")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ArigTypeError
-from .._launchspec import LaunchSpec, ParamLayout, check_params, dims
+from .._launchspec import Args, LaunchSpec, ParamLayout, check_params, dims
 from .._memory import Buffer
 from .._native import LAUNCH, LaunchRecord
 from ._lib import lib
@@ -87,7 +87,7 @@ class Launch(LaunchSpec):
     __slots__ = ("_buf", "_size", "_extra", "_rec", "_addr", "_item", "__weakref__")
     _extra: Any
 
-    def __init__(self, func: int, grid: Any, block: Any, args: bytes = b"", shared: int = 0) -> None:
+    def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
         super().__init__(func, grid, block, args, shared)
         g, b = self.grid, self.block
         self._rec = LaunchRecord(self.func, (g[0], g[1], g[2]), (b[0], b[1], b[2]), self.shared, 0, None)
@@ -99,7 +99,7 @@ class Launch(LaunchSpec):
         layout = layout_of(self.func)
         return None if layout is None else (f"{self.func:#x}", layout)
 
-    def set_args(self, args: bytes) -> None:
+    def set_args(self, args: Args) -> None:
         """Replace the argument buffer (same checks as at construction)."""
         self.args = self._checked(args)
         self._point_at(self.args)

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import _native
 from .._errors import ArigValueError
-from .._launchspec import LaunchSpec, ParamLayout
+from .._launchspec import Args, LaunchSpec, ParamLayout
 from . import _push as pb
 from . import _qmd as q
 from ._images import _KERNELS as _KERNELS  # the registry, where arig.testing.fake_nvrm's GPU looks kernels up
@@ -76,7 +76,7 @@ class Launch(LaunchSpec):
 
     __slots__ = ("kernel", "owner", "cb0", "qmd_offset", "slot_bytes", "_image", "_buf", "_rec", "_item", "__weakref__")
 
-    def __init__(self, func: int, grid: Any, block: Any, args: bytes | bytearray | memoryview = b"", shared: int = 0) -> None:
+    def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
         super().__init__(func, grid, block, args, shared)
         loaded = self._loaded()
         k = loaded.kernel
