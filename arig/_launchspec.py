@@ -1,26 +1,39 @@
 """What both GPUs share about a launch and a compiled fill: one rule for each.
 
-A kernel's grid and block, a compiled fill's address and its arg mean the
-same on a CUDA device and on an NV device; each device makes its own record
-(a ``cuLaunchKernel`` record, a QMD) from them.  Written once here so that
-the two devices cannot accept different things.  Pure functions: any thread.
+A kernel launch (:class:`LaunchSpec`: its function, grid, block, argument
+bytes and dynamic shared memory), a kernel's parameter layout, a compiled
+fill's address and its arg mean the same on a CUDA device and on an NV
+device; each device makes its own record (a ``cuLaunchKernel`` record, a
+QMD) from a :class:`LaunchSpec` it has checked here.  Written once so that
+the two devices cannot accept different things.
+
+Threads: everything here is pure (no driver call, no lock) and may run on
+any thread; a launch is usually made on the event loop.
 """
 
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from ctypes import c_int, c_uint64, c_void_p
 from typing import Any
 
 import numpy as np
 
 from ._errors import ArigTypeError, ArigValueError, safe_repr
-from ._memory import Buffer
+from ._memory import Buffer, Image
 
-__all__ = ["dims", "c_arg", "fill_address", "is_c_fill", "FILL_ARGS", "U32"]
+__all__ = ["LaunchSpec", "ParamLayout", "Args", "KernelImage", "args_size", "check_params", "dims", "c_arg", "fill_address",
+           "is_c_fill", "FILL_ARGS", "U32"]  # fmt: skip
 
 U32 = (1 << 32) - 1
+_U64 = 1 << 64
+
+#: A kernel's parameters as (offset, size) in bytes, in order: what its loader read (the CUDA
+#: driver's parameter query, the cubin's ``.nv.info``), and what a launch's argument bytes must fill.
+ParamLayout = tuple[tuple[int, int], ...]
+#: What a launch's argument bytes may be given as (copied to bytes when checked).
+Args = bytes | bytearray | memoryview
 #: The argument types of ``int fill(void *queue, void *arg, uint64_t v)`` (``arig.cuda_abi.FILL``).
 FILL_ARGS = (c_void_p, c_void_p, c_uint64)
 
@@ -80,3 +93,97 @@ def fill_address(fill: Any) -> int:
     if getattr(fill, "_restype_", None) is not c_int or tuple(getattr(fill, "_argtypes_", None) or ()) != FILL_ARGS:
         raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
     return ctypes.cast(fill, c_void_p).value or 0
+
+
+# ---------------------------------------------------------------------------------------------
+# A kernel's parameters
+
+
+def args_size(layout: ParamLayout) -> int:
+    """The bytes of arguments a kernel of ``layout`` takes: up to the end of its last parameter."""
+    return max((off + size for off, size in layout), default=0)
+
+
+def check_params(layout: ParamLayout, args: bytes, kernel: str) -> None:
+    """Refuse argument bytes that do not fill ``layout`` exactly: a short or long buffer would
+    hand the kernel garbage (or another value's bytes) as a parameter, silently."""
+    need = args_size(layout)
+    if len(args) != need:
+        raise ArigValueError(
+            f"argument buffer of {len(args)} bytes for kernel {kernel} (it takes {need} bytes), "
+            f"whose parameters (offset, size) are {list(layout)}: {need} bytes expected, got {len(args)}"
+        )
+
+
+class KernelImage(Image):
+    """An image of GPU kernels: beside each kernel's handle, its parameter layout as the loader read it.
+
+    ``layouts[name]`` is what a launch of that kernel is checked against, so a
+    caller can see why its argument buffer was refused (or size one) without a GPU."""
+
+    def __init__(self, device: str, handle: int, functions: dict[str, int], layouts: dict[str, ParamLayout], release: Callable[[], None]) -> None:
+        super().__init__(device, handle, functions, release)
+        self.layouts: dict[str, ParamLayout] = dict(layouts)
+
+
+# ---------------------------------------------------------------------------------------------
+# A launch
+
+
+def _func(func: Any) -> int:
+    if isinstance(func, bool) or not isinstance(func, int):
+        raise ArigTypeError(f"func must be a kernel's handle from image.function(name), an int; got {safe_repr(func)}")
+    if not 0 < func < _U64:
+        raise ArigValueError(f"func must be a kernel's handle from image.function(name), an int in 1..2**64-1; got {func}")
+    return func
+
+
+def _shared(shared: Any) -> int:
+    if isinstance(shared, bool) or not isinstance(shared, (int, np.integer)) or not 0 <= shared <= U32:
+        raise ArigValueError(f"shared must be an int in 0..2**32-1 (bytes of dynamic shared memory), got {safe_repr(shared)}")
+    return int(shared)
+
+
+def _args(args: Any) -> bytes:
+    # Only bytes-like: bytes(5) or bytes([1, 2]) would be a buffer of another meaning, silently.
+    if not isinstance(args, (bytes, bytearray, memoryview)):
+        raise ArigTypeError(f"args must be bytes (arig.cuda.pack(...)), got {type(args).__name__}")
+    return bytes(args)
+
+
+class LaunchSpec:
+    """One kernel launch as both GPUs mean it: ``func``, ``grid``, ``block``, ``args``, ``shared``.
+
+    ``func`` is ``image.function(name)``; ``grid`` and ``block`` an int ``n``
+    (meaning ``(n, 1, 1)``) or exactly ``(x, y, z)``, each 1..2**32-1;
+    ``args`` the parameter bytes as the kernel lays them out
+    (``arig.cuda.pack``), exactly the kernel's size where the device knows its
+    layout; ``shared`` the dynamic shared memory in bytes, 0..2**32-1.
+    Everything is checked once, here, so a bad launch is refused before it can
+    reach a GPU, and by the same rule on each.  A device's ``Launch`` builds on
+    this and makes its own record from the checked fields.
+    """
+
+    __slots__ = ("func", "grid", "block", "args", "shared")
+
+    def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
+        self.func = _func(func)
+        self.grid = dims(grid, "grid")
+        self.block = dims(block, "block")
+        self.shared = _shared(shared)
+        self.args = self._checked(args)
+
+    def _params(self) -> tuple[str, ParamLayout] | None:
+        """The kernel's name (for messages) and parameter layout, where the device knows them.
+
+        None: the device cannot check (the driver will).  A device whose
+        launches need the kernel's facts raises here for an unknown ``func``."""
+        return None
+
+    def _checked(self, args: Any) -> bytes:
+        """``args`` as bytes, checked against the kernel's layout (when known)."""
+        data = _args(args)
+        known = self._params()
+        if known is not None:
+            check_params(known[1], data, known[0])
+        return data

@@ -8,8 +8,7 @@ drift), that every SASS entry is a CUDA ELF for its architecture whose symbol ta
 of ``kernels.cu`` as an entry point, and that each kernel's parameters have the layout the tests
 and benchmarks pack (``.nv.info.<kernel>``'s KPARAM_INFO records, in every architecture).
 
-Layouts, as nvcc 13.0 writes them (checked against the built file; the fatbin layout is the one
-public fatbin readers use, e.g. github.com/jiegec/fatbinary and n-eiling/cuda-fatbin-decompression):
+Layouts, as nvcc 13.0 writes them (checked against the built file):
 
 * fatbin header, 16 bytes: u32 magic 0xBA55ED50, u16 version 1, u16 header size (16),
   u64 size of the entries that follow;
@@ -29,6 +28,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,6 +298,24 @@ def test_cubin_while_kept_is_the_fatbins_sm_90() -> None:
         pytest.skip("no kernels.cubin")
     (sm90,) = [e.payload for e in parse_fatbin(FATBIN.read_bytes()) if e.kind == KIND_ELF and e.arch == 90]
     assert CUBIN.read_bytes() == sm90, "kernels.cubin is stale: run scripts/build_kernels.sh"
+
+
+def test_the_nv_loader_reads_the_contract_and_pack_fills_it() -> None:
+    """The NV device's loader reads each kernel's layout from the sm_90 cubin (a CUDA device asks
+    the driver for the same): both must find the contract, and ``pack`` of the values the tests
+    pass must fill it exactly, or a launch of the shipped kernels would be refused."""
+    if not CUBIN.exists():
+        pytest.skip("no kernels.cubin")
+    from arig._launchspec import args_size
+    from arig.cuda import pack
+    from arig.nvrm import _cubin
+
+    kernels = _cubin.parse(CUBIN.read_bytes()).kernels
+    assert {name: k.params for name, k in kernels.items()} == CONTRACT
+    assert all(k.param_size == args_size(k.params) for k in kernels.values())
+    u32, u64 = np.uint32(1), np.uint64(1)
+    packed = {"saxpy": pack(np.float32(1), u64, u64, np.int32(1)), "store": pack(u64, u32, u64), "spin": pack(u64), "empty": pack()}
+    assert {name: len(b) for name, b in packed.items()} == {name: args_size(CONTRACT[name]) for name in packed}
 
 
 def test_fatbin_is_built_from_this_source(tmp_path: Path) -> None:

@@ -3,8 +3,13 @@
 A kernel's arguments travel as one buffer laid out as the kernel reads them
 (``CU_LAUNCH_PARAM_BUFFER_POINTER``): each parameter at its natural
 alignment.  Where the driver reported the kernel's parameter layout at load
-(``cuFuncGetParamInfo``), a buffer of the wrong size is refused here, with a
+(``cuFuncGetParamInfo``), a buffer of the wrong size is refused, with a
 ``ValueError`` naming the layout, before it can reach the GPU.
+
+The layouts are process-wide, keyed by CUfunction, because functions are
+process-wide handles: a graph's kernel node (``arig.cuda_abi``) is checked by
+the same table as a :class:`Launch`.  They are written on a device's submit
+thread at load and unload, and read on the event loop (a dict lookup).
 """
 
 from __future__ import annotations
@@ -14,24 +19,24 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ArigTypeError, ArigValueError
+from .._errors import ArigTypeError
+from .._launchspec import Args, LaunchSpec, ParamLayout, check_params, dims
 from .._memory import Buffer
-from .._launchspec import dims
 from .._native import LAUNCH, LaunchRecord
 from ._lib import lib
 
 __all__ = ["pack", "check_args", "Launch", "dims", "layout_of"]
 
-#: CUfunction -> its parameters as (offset, size), recorded when a device loads its image.
-_LAYOUTS: dict[int, tuple[tuple[int, int], ...]] = {}
+#: CUfunction -> its parameter layout, recorded when a device loads its image.
+_LAYOUTS: dict[int, ParamLayout] = {}
 
 
-def layout_of(func: int) -> tuple[tuple[int, int], ...] | None:
+def layout_of(func: int) -> ParamLayout | None:
     """The parameter layout of a loaded CUfunction, recorded at load (None if unknown)."""
     return _LAYOUTS.get(func)
 
+
 _END, _BUFFER_POINTER, _BUFFER_SIZE = 0, 1, 2
-_U32 = (1 << 32) - 1
 
 
 def _bytes_of(value: Any) -> tuple[bytes, int]:
@@ -63,14 +68,11 @@ def pack(*values: Any) -> bytes:
 def check_args(func: int, args: bytes) -> None:
     """Raise ValueError if ``args`` does not match ``func``'s parameter layout (when known)."""
     layout = layout_of(func)
-    if layout is None:
-        return
-    need = max((off + size for off, size in layout), default=0)
-    if len(args) != need:
-        raise ArigValueError(f"argument buffer of {len(args)} bytes for a kernel whose parameters (offset, size) are {list(layout)}: {need} bytes expected")
+    if layout is not None:
+        check_params(layout, args, f"{func:#x}")
 
 
-class Launch:
+class Launch(LaunchSpec):
     """A prepared ``cuLaunchKernel``: build once, then submit it.
 
     ``await dev.submit(launch)`` hands it to the device's native thread,
@@ -81,31 +83,33 @@ class Launch:
     it runs, not when it was submitted.
     """
 
-    __slots__ = ("func", "grid", "block", "shared", "_args", "_size", "_extra", "_rec", "_addr", "_item", "__weakref__")
+    # _item is what the device's prepare hands the core, found by type(fill) is Launch.
+    __slots__ = ("_buf", "_size", "_extra", "_rec", "_addr", "_item", "__weakref__")
     _extra: Any
 
-    def __init__(self, func: int, grid: Any, block: Any, args: bytes = b"", shared: int = 0) -> None:
-        if not isinstance(func, int) or func == 0:
-            raise ArigValueError(f"func must be a CUfunction (a nonzero int), got {func!r}")
-        self.func = func
-        self.grid = dims(grid, "grid")
-        self.block = dims(block, "block")
-        if not 0 <= shared <= _U32:
-            raise ArigValueError(f"shared must be in 0..2**32-1, got {shared}")
-        self.shared = shared
+    def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
+        super().__init__(func, grid, block, args, shared)
         g, b = self.grid, self.block
-        self._rec = LaunchRecord(func, (g[0], g[1], g[2]), (b[0], b[1], b[2]), shared, 0, None)
+        self._rec = LaunchRecord(self.func, (g[0], g[1], g[2]), (b[0], b[1], b[2]), self.shared, 0, None)
         self._addr = ctypes.addressof(self._rec)
         self._item = (LAUNCH, self._addr, 0, 0)  # what the native core is handed
-        self.set_args(args)
+        self._point_at(self.args)
 
-    def set_args(self, args: bytes) -> None:
-        """Replace the argument buffer (same layout check)."""
-        check_args(self.func, args)
-        self._args = ctypes.create_string_buffer(bytes(args), max(len(args), 1))
+    def _params(self) -> tuple[str, ParamLayout] | None:
+        layout = layout_of(self.func)
+        return None if layout is None else (f"{self.func:#x}", layout)
+
+    def set_args(self, args: Args) -> None:
+        """Replace the argument buffer (same checks as at construction)."""
+        self.args = self._checked(args)
+        self._point_at(self.args)
+
+    def _point_at(self, args: bytes) -> None:
+        """Make the record's ``extra`` array point at a copy of ``args`` that this Launch keeps alive."""
+        self._buf = ctypes.create_string_buffer(args, max(len(args), 1))
         self._size = ctypes.c_size_t(len(args))
         if args:
-            self._extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(self._args), _BUFFER_SIZE, ctypes.addressof(self._size), _END)
+            self._extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(self._buf), _BUFFER_SIZE, ctypes.addressof(self._size), _END)
         else:
             self._extra = None
         self._rec.extra = None if self._extra is None else ctypes.addressof(self._extra)

@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from .._errors import ArigValueError, safe_repr
-from .._memory import Buffer, Image
+from .._launchspec import KernelImage, ParamLayout
+from .._memory import Buffer
 from ._items import Copy
 from ._launch import _LAYOUTS
 from ._lib import check, lib
@@ -103,7 +104,7 @@ class Resources:
         return Copy(to_device, buf.address, array.ctypes.data, array.nbytes), None
 
     # -- images ------------------------------------------------------------------
-    def load(self, image: bytes) -> Image:
+    def load(self, image: bytes) -> KernelImage:
         self.gpu.reclaim()
         data = image
         if not (data[:4] == b"\x7fELF" or data[:4] == b"\x50\xed\x55\xba"):
@@ -119,12 +120,10 @@ class Resources:
             raise
         self.gpu.add_module(m)
         self._images.add(m)
-        img = Image(self.name, m, functions, _Release(self.post, self._unload, m))
-        img.layouts = layouts  # type: ignore[attr-defined]
-        for f, layout in zip(functions.values(), layouts.values()):
-            _LAYOUTS[f] = layout
+        for name, f in functions.items():
+            _LAYOUTS[f] = layouts[name]
             self._modules_of[f] = m
-        return img
+        return KernelImage(self.name, m, functions, layouts, _Release(self.post, self._unload, m))
 
     def module_of(self, func: int) -> int | None:
         """The module of a function this device loaded, or None."""
@@ -156,14 +155,14 @@ class _Release:
         self.post(self.fn, self.handle)
 
 
-def _enumerate(module: int) -> tuple[dict[str, int], dict[str, tuple[tuple[int, int], ...]]]:
+def _enumerate(module: int) -> tuple[dict[str, int], dict[str, ParamLayout]]:
     n = c_uint()
     check(lib.cuModuleGetFunctionCount(byref(n), module), "cuModuleGetFunctionCount")
     funcs = (c_void_p * n.value)()
     if n.value:
         check(lib.cuModuleEnumerateFunctions(funcs, n.value, module), "cuModuleEnumerateFunctions")
     names: dict[str, int] = {}
-    layouts: dict[str, tuple[tuple[int, int], ...]] = {}
+    layouts: dict[str, ParamLayout] = {}
     for f in funcs:
         s = c_char_p()
         check(lib.cuFuncGetName(byref(s), f), "cuFuncGetName")
@@ -173,11 +172,16 @@ def _enumerate(module: int) -> tuple[dict[str, int], dict[str, tuple[tuple[int, 
         h = c_void_p()
         check(lib.cuModuleGetFunction(byref(h), module, name.encode()), f"cuModuleGetFunction({name})")
         names[name] = h.value or 0
-        layout = []
-        for k in range(4096):
-            off, size = c_size_t(), c_size_t()
-            if lib.cuFuncGetParamInfo(h, k, byref(off), byref(size)) != 0:
-                break
-            layout.append((off.value, size.value))
-        layouts[name] = tuple(layout)
+        layouts[name] = _param_layout(h)
     return names, layouts
+
+
+def _param_layout(func: c_void_p) -> ParamLayout:
+    """The driver's layout of ``func``'s parameters: ask for each index until it says there is none."""
+    layout = []
+    for k in range(4096):
+        off, size = c_size_t(), c_size_t()
+        if lib.cuFuncGetParamInfo(func, k, byref(off), byref(size)) != 0:
+            break
+        layout.append((off.value, size.value))
+    return tuple(layout)

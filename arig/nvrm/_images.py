@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._errors import ArigValueError
-from .._memory import Image
+from .._launchspec import KernelImage, ParamLayout
 from . import _cubin, _rm
 
 __all__ = ["LoadedKernel", "Images", "register", "unregister", "kernel_of", "CODE_ALIGN"]
@@ -33,6 +33,11 @@ class LoadedKernel:
     kernel: _cubin.Kernel
     program_address: int
     owner: int  # id() of the backend that loaded it
+
+    @property
+    def layout(self) -> ParamLayout:
+        """The kernel's parameter layout, from the cubin's ``.nv.info``: what a launch's args must fill."""
+        return self.kernel.params
 
 
 _ids = itertools.count(1)
@@ -82,7 +87,7 @@ class Images:
         self._images: dict[int, tuple[_rm.Mem, list[int]]] = {}
         self._keys = itertools.count(1)
 
-    def load(self, gpu: _rm.Gpu, image: bytes, post: Callable[..., None]) -> Image:
+    def load(self, gpu: _rm.Gpu, image: bytes, post: Callable[..., None]) -> KernelImage:
         """Parse and check ``image``, copy its kernels' code to VRAM and register them."""
         cubin = _checked(self.name, image)
         offsets, at = {}, 0
@@ -99,7 +104,8 @@ class Images:
             raise
         key = next(self._keys)
         self._images[key] = (m, list(ids.values()))
-        return Image(self.name, key, ids, lambda: post(self.unload, key))
+        layouts = {name: k.params for name, k in cubin.kernels.items()}
+        return KernelImage(self.name, key, ids, layouts, lambda: post(self.unload, key))
 
     def unload(self, key: int) -> None:
         found = self._images.pop(key, None)

@@ -14,12 +14,12 @@ import ctypes
 from typing import Any
 
 from .. import _native
-from .._errors import ArigTypeError, ArigValueError, safe_repr
-from .._launchspec import dims
+from .._errors import ArigValueError
+from .._launchspec import Args, LaunchSpec, ParamLayout
 from . import _push as pb
 from . import _qmd as q
 from ._images import _KERNELS as _KERNELS  # the registry, where arig.testing.fake_nvrm's GPU looks kernels up
-from ._images import kernel_of
+from ._images import LoadedKernel, kernel_of
 
 __all__ = ["Launch", "launch_words", "launch_template", "LOCAL_BYTES_PER_THREAD", "SLOT_ALIGN"]
 
@@ -63,45 +63,32 @@ def launch_words(qmd_address: int) -> list[int]:
     return w
 
 
-class Launch:
+class Launch(LaunchSpec):
     """A prepared launch of an NV kernel: ``await dev.submit(launch)``, or ``queue.launch(launch)`` in a fill.
 
     ``func`` is ``image.function(name)`` of an image loaded on an NV device;
-    ``grid`` and ``block`` an int or up to three ints; ``args`` the parameter
-    bytes as the kernel lays them out (``arig.cuda.pack`` makes them: each
-    value at its natural alignment), exactly the kernel's parameter size;
-    ``shared`` the dynamic shared memory in bytes.  Everything is checked
-    here, so a bad launch is refused before it can reach the GPU.
+    the fields are checked by the rule both GPUs share
+    (:class:`arig._launchspec.LaunchSpec`), against the kernel's parameter
+    layout from its cubin, and then against what the NV device provides
+    (local memory, threads per block), so a bad launch is refused before it
+    can reach the GPU.
     """
 
-    __slots__ = ("func", "grid", "block", "shared", "args", "kernel", "owner", "cb0", "qmd_offset", "slot_bytes", "_image",
-                 "_buf", "_rec", "_item", "__weakref__")  # fmt: skip
+    __slots__ = ("kernel", "owner", "cb0", "qmd_offset", "slot_bytes", "_image", "_buf", "_rec", "_item", "__weakref__")
 
-    def __init__(self, func: int, grid: Any, block: Any, args: bytes | bytearray | memoryview = b"", shared: int = 0) -> None:
-        if isinstance(func, bool) or not isinstance(func, int):
-            raise ArigTypeError(f"func must be a function id from image.function(name), got {safe_repr(func)}")
-        loaded = kernel_of(func)
-        if loaded is None:
-            raise ArigValueError(f"func {func} is no kernel of an image loaded on an NV device (unloaded, or a CUDA CUfunction?)")
-        if not isinstance(args, (bytes, bytearray, memoryview)):
-            raise ArigTypeError(f"args must be bytes (arig.cuda.pack(...)), got {type(args).__name__}")
-        if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
-            raise ArigValueError(f"shared must be an int >= 0, got {safe_repr(shared)}")
+    def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
+        super().__init__(func, grid, block, args, shared)
+        loaded = self._loaded()
         k = loaded.kernel
-        args = bytes(args)
-        if len(args) != k.param_size:
-            raise ArigValueError(
-                f"kernel {k.name!r} takes {k.param_size} bytes of arguments, parameters (offset, size) {list(k.params)}; got {len(args)} bytes"
-            )
         if q.local_bytes_per_thread(k) > LOCAL_BYTES_PER_THREAD:
             raise ArigValueError(f"kernel {k.name!r} needs {q.local_bytes_per_thread(k)} bytes of local memory per thread; the NV device provides {LOCAL_BYTES_PER_THREAD}")
-        self.func, self.kernel, self.owner, self.args, self.shared = func, k, loaded.owner, args, shared
-        self.grid = dims(grid, "grid")
-        self.block = dims(block, "block")
-        self.cb0 = q.cbank0(k, self.grid, self.block, args, shared_window=pb.SHARED_WINDOW, local_window=pb.LOCAL_WINDOW)
+        self.kernel, self.owner = k, loaded.owner
+        # The cubin's parameter area may run past the last parameter: that tail is padding, zero.
+        params = self.args + bytes(k.param_size - len(self.args))
+        self.cb0 = q.cbank0(k, self.grid, self.block, params, shared_window=pb.SHARED_WINDOW, local_window=pb.LOCAL_WINDOW)
         self.qmd_offset = -(-len(self.cb0) // 256) * 256
         fields = q.kernel_qmd(k, grid=self.grid, block=self.block, program_address=loaded.program_address,
-                              cbank0_address=0, cbank0_size=len(self.cb0), shared_bytes=shared)  # fmt: skip
+                              cbank0_address=0, cbank0_size=len(self.cb0), shared_bytes=self.shared)  # fmt: skip
         self.slot_bytes = -(-(self.qmd_offset + q.QMD_BYTES) // SLOT_ALIGN) * SLOT_ALIGN
         image = bytearray(self.slot_bytes)
         image[: len(self.cb0)] = self.cb0
@@ -110,9 +97,20 @@ class Launch:
         # What the native core reads: the slot image, and where bank 0's address goes in its QMD.
         self._buf = ctypes.create_string_buffer(self._image, len(self._image))
         lo_word, hi_word, hi_mask = _CB0_WORDS
-        key = hash((loaded.program_address, self.grid, self.block, shared)) & (1 << 64) - 1
+        key = hash((loaded.program_address, self.grid, self.block, self.shared)) & (1 << 64) - 1
         self._rec = _native.NvLaunchRecord(ctypes.addressof(self._buf), self.slot_bytes, self.qmd_offset, lo_word, hi_word, hi_mask, 0, key)
         self._item = (_native.LAUNCH, ctypes.addressof(self._rec), 0, 0)
+
+    def _loaded(self) -> LoadedKernel:
+        """The kernel ``func`` names: an NV launch cannot be built without its cubin facts."""
+        loaded = kernel_of(self.func)
+        if loaded is None:
+            raise ArigValueError(f"func {self.func} is no kernel of an image loaded on an NV device (unloaded, or a CUDA CUfunction?)")
+        return loaded
+
+    def _params(self) -> tuple[str, ParamLayout]:
+        loaded = self._loaded()
+        return repr(loaded.kernel.name), loaded.layout
 
     @property
     def record(self) -> int:
