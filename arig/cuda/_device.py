@@ -305,7 +305,7 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         """Loop thread, at open: who takes submissions (the native core, or the submit thread)."""
         self.submit_thread = st
         assert self.completion is not None
-        self.completion.bind(st._loop, limit)
+        self.completion.attach(st._loop, limit)
         return self.completion.submitter(st)
 
     def begin_stop(self) -> None:

@@ -151,7 +151,7 @@ class NvBackend(Backend):
         """Loop thread, at open: the native core takes submissions."""
         assert self.completion is not None
         self.submit_thread = st
-        self.completion.bind(st._loop, limit)
+        self.completion.attach(st._loop, limit)
         return self.completion
 
     def prepare(self, fill: Any, arg: Any) -> Any:
