@@ -111,7 +111,7 @@ class NativeCompletion:
             self._space.append(fut)
             assert self.core is not None
             self.core.want_space()
-            if not self.full():  # re-check after announcing: the core kicks only after it
+            if not self.full():  # re-check after announcing: the core writes the eventfd only after it
                 break
             await fut
 
