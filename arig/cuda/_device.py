@@ -62,7 +62,8 @@ ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_mi
 class _Join:
     """The pure path's (and any Python fill's) join: run ``fill`` on the user's stream, then make
     the join lane wait for that stream (``record``: an event recorded on it now) or for the
-    event ``slot`` holds.  Runs on the Python submit thread."""
+    event ``slot`` holds (an adopted queue's ``join_event``, or an awaited event's handle).
+    Runs on the Python submit thread."""
 
     __slots__ = ("stream", "slot", "record", "fill")
 
