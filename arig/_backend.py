@@ -47,7 +47,7 @@ from ._errors import ArigTypeError, safe_repr
 from ._memory import Buffer, Image
 from ._submit import SubmitThread
 from ._timeline import Timeline
-from .queue import AdoptedQueue
+from .queue import AdoptedQueue, Queue
 
 __all__ = [
     "Adopts",
@@ -162,6 +162,9 @@ class Backend(abc.ABC):
     facts: Mapping[str, Any]
     #: What each queue's fills receive as ``queue``.
     queue_handles: Sequence[Any]
+    #: The class of ``dev.queues``' items, made from ``queue_handles``: a driver whose queues
+    #: speak more than ``Queue`` (another library's stream protocol) names its subclass here.
+    queue_type: type[Queue] = Queue
     #: Records declared for compiled code, by key (``Device.capability``).
     capabilities: Mapping[Any, Any] = types.MappingProxyType({})
     #: Work pending with no progress for this long loses the device (None: never).
@@ -169,7 +172,7 @@ class Backend(abc.ABC):
     timeline: Timeline
 
     def bind(self, timeline: Timeline, post: Callable[..., None]) -> None:
-        """Report completions to ``timeline`` (``timeline.report(queue, v)``, any thread).
+        """Report completions to ``timeline`` (``timeline.report(lane, v)``, any thread).
 
         ``post(fn, *args)`` runs ``fn(*args)`` later on the submit thread, from
         any thread (finalizers free memory through it).

@@ -8,19 +8,62 @@ keep the buffer alive (cuda.core's ``_MembersNeededForFinalize`` pattern).
 ``Buffer`` knows nothing of any driver: what only one driver's memory has
 (a CUDA buffer's ``__cuda_array_interface__`` and its DLPack device) lives
 in that driver's subclass.
+
+A buffer's ``kind`` is a name each device gives its kinds of memory; the
+same name may mean different memory on different devices (``"mapped"`` is
+host memory mapped for the GPU on a CUDA device, and VRAM mapped for the
+CPU on an NV device).  So each device describes its kinds once, as
+:class:`Kind` rows of one table (``arig.cuda._resources.KIND_TABLE``,
+``arig.nvrm._memory.KIND_TABLE``), and its checks, messages and docs read
+them from there.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
 from ._errors import ArigKeyError, ArigTypeError, ArigValueError, safe_repr
 
-__all__ = ["Buffer", "Image"]
+__all__ = ["Buffer", "Image", "Kind", "kind_names", "describe_kinds"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What one kind of memory of one device is: where it lives, who reads it, and what makes it.
+
+    ``lives``: ``"host"`` (the machine's RAM) or ``"gpu"`` (the GPU's own
+    memory, VRAM).  ``cpu``: the program reads and writes it in place
+    (``buf.numpy()``).  ``gpu``: kernels read and write it at
+    ``buf.address``; without it, arig promises the GPU reaches it only
+    through copies.  ``made_by``: the call that makes such buffers
+    (``"alloc"``: ``dev.alloc(n, kind)`` takes the name).  ``what``: one
+    phrase for messages and docs.
+    """
+
+    name: str
+    lives: Literal["host", "gpu"]
+    cpu: bool
+    gpu: bool
+    made_by: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.name!r}: {self.what}"
+
+
+def kind_names(kinds: Sequence[Kind], made_by: str = "alloc") -> tuple[str, ...]:
+    """The names of the kinds ``made_by`` makes, in the table's order."""
+    return tuple(k.name for k in kinds if k.made_by == made_by)
+
+
+def describe_kinds(kinds: Sequence[Kind], made_by: str = "alloc") -> str:
+    """One line per kind ``made_by`` makes, for a message that must say what each name is."""
+    return "; ".join(str(k) for k in kinds if k.made_by == made_by)
 
 
 class Buffer:

@@ -30,15 +30,20 @@ HISTORY = 1 << 16
 
 
 class Timeline:
-    """Values 1, 2, 3, ... of one device, and who waits for them."""
+    """Values 1, 2, 3, ... of one device, and who waits for them.
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, name: str, nqueues: int) -> None:
+    A *lane* is one ordered line of completions, named by its index: a queue
+    of the device (``dev.queues[k]`` is lane ``k``) or a lane the device adds
+    for itself (a CUDA device's join lane).  A value is reached once it and
+    every value before it have completed, each on the lane it was assigned."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, name: str, nlanes: int) -> None:
         self._loop = loop
         self._call_soon = port_of(loop).post
         self._name = name
         # Written by reporting threads, read by the loop (a list item store is
-        # atomic under the GIL); per queue, the highest value it completed.
-        self._completed = [0] * nqueues
+        # atomic under the GIL); per lane, the highest value it completed.
+        self._completed = [0] * nlanes
         self._report_time = 0.0
         self._scheduled = False
         # Loop-side state.
@@ -47,7 +52,7 @@ class Timeline:
         self.last_progress = time.monotonic()
         self.progress_time = 0.0  # last note_progress
         self._order: collections.deque[tuple[int, int]] = collections.deque()
-        self._multi = nqueues > 1
+        self._multi = nlanes > 1
         self._heap: list[tuple[int, int, asyncio.Future[None]]] = []  # (value, order, future) of each waiter
         self._ids = itertools.count()
         self._kept: collections.deque[tuple[int, Any]] = collections.deque()
@@ -75,14 +80,14 @@ class Timeline:
         self._completed.append(0)
         return len(self._completed) - 1
 
-    def assign(self, queue: int, keep: Any) -> int:
-        """Hand out the next value for work on ``queue``; keep ``keep`` alive until it is reached."""
+    def assign(self, lane: int, keep: Any) -> int:
+        """Hand out the next value for work on lane ``lane``; keep ``keep`` alive until it is reached."""
         self.assigned += 1
         v = self.assigned
         if self.reached == v - 1:
             self.last_progress = time.monotonic()  # a pending period starts now
         if self._multi:
-            self._order.append((v, queue))
+            self._order.append((v, lane))
         if keep is not None:
             self._kept.append((v, keep))
         return v
@@ -159,7 +164,7 @@ class Timeline:
         self._hist_v.append(r)
         t = self._report_time
         if self._hist_t and t < self._hist_t[-1]:
-            t = self._hist_t[-1]  # one clock for every queue: never earlier than a value before it
+            t = self._hist_t[-1]  # one clock for every lane: never earlier than a value before it
         self._hist_t.append(t)
         if len(self._hist_v) >= 2 * HISTORY:  # forget the older half: amortized O(1)
             del self._hist_v[:HISTORY], self._hist_t[:HISTORY]
@@ -173,11 +178,11 @@ class Timeline:
                 fut.set_result(None)
 
     # -- any thread ---------------------------------------------------------
-    def report(self, queue: int, v: int, t: float | None = None) -> None:
-        """Queue ``queue`` completed its work up to value ``v``.  Any thread; never raises."""
+    def report(self, lane: int, v: int, t: float | None = None) -> None:
+        """Lane ``lane`` completed its work up to value ``v``.  Any thread; never raises."""
         try:
-            if v > self._completed[queue]:
-                self._completed[queue] = v
+            if v > self._completed[lane]:
+                self._completed[lane] = v
             self._report_time = time.perf_counter() if t is None else t
             # Written before the check; _deliver clears the flag before reading,
             # so a report is never left undelivered.
@@ -187,17 +192,17 @@ class Timeline:
         except BaseException:  # noqa: BLE001 - must never escape into a driver thread
             pass
 
-    def note_progress(self, queue: int, v: int) -> None:
-        """Queue ``queue`` completed ``v``, told without a delivery (any thread):
+    def note_progress(self, lane: int, v: int) -> None:
+        """Lane ``lane`` completed ``v``, told without a delivery (any thread):
         the hang watchdog sees the progress; waiters hear at the next report."""
-        if v > self._completed[queue]:
-            self._completed[queue] = v
+        if v > self._completed[lane]:
+            self._completed[lane] = v
         self.progress_time = time.monotonic()
 
-    def report_local(self, queue: int, v: int, t: float | None = None) -> None:
+    def report_local(self, lane: int, v: int, t: float | None = None) -> None:
         """``report`` from the loop thread itself: deliver now, no hop."""
-        if v > self._completed[queue]:
-            self._completed[queue] = v
+        if v > self._completed[lane]:
+            self._completed[lane] = v
         self._report_time = time.perf_counter() if t is None else t
         self._deliver()
 

@@ -112,7 +112,7 @@ class Device(FeatureCalls):
         self.name = backend.name
         self.arch = backend.arch
         self.facts = types.MappingProxyType(dict(backend.facts))
-        self.queues = tuple(Queue(self.name, i, h) for i, h in enumerate(backend.queue_handles))
+        self.queues = tuple(backend.queue_type(self.name, i, h) for i, h in enumerate(backend.queue_handles))
         self._nqueues = len(self.queues)
         self._watch = None if backend.hang_ms is None else HangWatch(self._loop, tl, backend.hang_ms / 1000.0)
         self._find_features(backend)
@@ -228,7 +228,7 @@ class Device(FeatureCalls):
         if type(queue) is int and 0 <= queue < self._nqueues:
             qi = queue
             item = self._prepare(fill, arg)
-        elif type(queue) is AdoptedQueue:
+        elif isinstance(queue, AdoptedQueue):
             qi, item = self._adopted_item(queue, fill, arg)
         else:
             qi = self._queue_index(queue)

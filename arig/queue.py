@@ -1,26 +1,26 @@
-"""Queues: the ordered lanes of a device that fills enqueue work on."""
+"""Queues: the ordered lanes of a device that fills enqueue work on.
+
+Driver-neutral: a backend whose queues speak more (another library's
+stream protocol, a driver's own objects) makes them of a subclass of
+:class:`Queue` (``Backend.queue_type``) or of :class:`AdoptedQueue` (its
+``adopt``), kept in that backend's package.
+"""
 
 from __future__ import annotations
 
-import ctypes
-from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Queue", "AdoptedQueue"]
 
 
 class Queue:
-    """One queue of a device: ``dev.queues[k]``.
+    """One queue of a device: ``dev.queues[k]``, lane ``k`` of its timeline.
 
     ``handle`` is what the queue's fills receive as their ``queue``: the
-    CUstream as an int on a CUDA device, the host queue object on the host
-    device.  Work of one queue runs in submit order; queues of one device
-    run independently, and a device value is reached once every work up to
-    it has completed on every queue.
-
-    A CUDA device's queues speak cuda.core's stream protocol
-    (``__cuda_stream__``), so other libraries can launch on them, e.g.
-    ``torch.cuda.ExternalStream(q.handle)`` or ``cupy.cuda.ExternalStream(q.handle)``.
+    driver's own queue (each device's documentation says what it is).  Work
+    of one queue runs in submit order; queues of one device run
+    independently, and a device value is reached once every work up to it
+    has completed on every queue.
     """
 
     __slots__ = ("device", "index", "handle")
@@ -30,14 +30,6 @@ class Queue:
         self.index = index
         self.handle = handle
 
-    @property
-    def __cuda_stream__(self) -> Callable[[], tuple[int, int]]:
-        """``q.__cuda_stream__()`` is ``(0, CUstream)`` (protocol version 0); absent on non-CUDA queues."""
-        h = self.handle
-        if type(h) is not int:
-            raise AttributeError("__cuda_stream__")  # hasattr() is how consumers ask
-        return lambda: (0, h)
-
     def __repr__(self) -> str:
         return f"<arig.Queue {self.device}[{self.index}]>"
 
@@ -45,21 +37,18 @@ class Queue:
 class AdoptedQueue(Queue):
     """A queue made by ``dev.adopt(stream)`` from a stream another library owns.
 
-    ``handle`` is that stream.  A submission on it runs its fill with that
-    stream, then makes the device's join lane (``index``) wait for everything
-    the stream had been given (an event recorded on it), and signals the
-    value on the join lane: the user's stream itself gets no arig work but
-    the event record.  ``source`` (the stream object) stays referenced while
-    the device is open; ``slot`` holds the join event, made on first use by
-    the thread that enqueues.
+    ``handle`` is that stream's handle; ``index`` the lane of the device's
+    timeline that the values of its submissions are signalled on.  A
+    submission runs its fill with that stream, then orders the device's
+    value after everything the stream had been given (how is the device's).
+    ``source`` (the stream object) stays referenced while the device is open.
     """
 
-    __slots__ = ("source", "slot")
+    __slots__ = ("source",)
 
     def __init__(self, device: str, index: int, handle: int, source: Any) -> None:
         super().__init__(device, index, handle)
         self.source = source
-        self.slot = ctypes.c_void_p(0)
 
     def __repr__(self) -> str:
         return f"<arig.AdoptedQueue {self.device} stream 0x{self.handle:x}>"

@@ -9,8 +9,8 @@ The defect guarded against: without stream memory operations, a wake-up of a
 waiter thread by the submit thread was taken for a completion, so ``wait(v)``
 returned before v's work ran.  Here every piece of work is a fake kernel that
 records its value when the fake GPU runs it; every ``wait`` that returns is
-checked against that record.  No wake-up, kick, timeout or poll may be taken
-as a completion by itself.
+checked against that record.  No wake-up (a semaphore post, an eventfd
+write), timeout or poll may be taken as a completion by itself.
 
 Every test checks on the way out that the fake saw no misuse
 (``violations``) and that no fake call came from the event-loop thread.

@@ -29,6 +29,7 @@ import arig.cuda
 import arig.cuda._device
 import arig.cuda_abi as abi
 from arig.cuda import CudaError, Launch, pack
+from arig.cuda._resources import KIND_TABLE, KINDS
 from arig.testing import FakeCuda, FakeGpu, Fault
 
 T = 10.0  # generous timeout for anything that should take milliseconds
@@ -372,6 +373,26 @@ async def test_two_devices_share_the_primary_context(fake: FakeCuda) -> None:
 
 
 # -- memory and images ------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_each_cuda_kind_is_the_memory_its_table_row_says(fake: FakeCuda) -> None:
+    assert KINDS == ("device", "pinned", "mapped")
+    async with await _open() as dev:
+        for row in (k for k in KIND_TABLE if k.made_by == "alloc"):
+            buf = await dev.alloc(64, row.name)
+            assert buf.kind == row.name
+            assert hasattr(buf, "__cuda_array_interface__") == (row.lives == "gpu")
+            if row.cpu:
+                buf.numpy()[:] = 3
+            else:
+                with pytest.raises(TypeError, match="not visible to the host"):
+                    buf.numpy()
+            if row.lives == "host":  # "mapped" is host RAM mapped for the GPU: DEVICEMAP exactly where kernels use it
+                assert bool(fake.calls("cuMemHostAlloc")[-1].args[2] & 2) == row.gpu
+            buf.close()
+        with pytest.raises(ValueError, match="'mapped': page-locked host RAM also mapped for the GPU"):
+            await dev.alloc(64, "bar1")
 
 
 @pytest.mark.asyncio

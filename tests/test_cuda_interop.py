@@ -19,6 +19,7 @@ import pytest
 
 import arig
 import arig.cuda
+import arig.queue
 from arig.cuda import interop
 from arig.testing import FakeCuda
 
@@ -219,8 +220,14 @@ async def test_cuda_stream_protocol_of_arig_queues(fake: FakeCuda) -> None:
     async with await _open(queues=2) as dev:
         assert [q.__cuda_stream__() for q in dev.queues] == [(0, q.handle) for q in dev.queues]
         assert interop.stream_handle(dev.queues[1]) == (dev.queues[1].handle, None)
+        assert all(isinstance(q, arig.Queue) for q in dev.queues)
+        adopted = dev.adopt(ProtocolStream(0x7A))
+        assert isinstance(adopted, arig.queue.AdoptedQueue) and adopted.__cuda_stream__() == (0, 0x7A)
+        assert interop.stream_handle(adopted) == (0x7A, None)
     async with await arig.open(arig.host.cpu()) as host:
         assert not hasattr(host.queues[0], "__cuda_stream__")
+    # The core queue names no driver: the protocol is the CUDA device's queues' own.
+    assert not hasattr(arig.Queue, "__cuda_stream__") and not hasattr(arig.queue.AdoptedQueue, "__cuda_stream__")
 
 
 async def test_adopt_refuses_what_it_cannot_use(fake: FakeCuda) -> None:

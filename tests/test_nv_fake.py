@@ -33,6 +33,7 @@ from arig._errors import DeviceLost, OpenError
 from arig.nvrm import _fd, _rm
 from arig.nvrm import _exec_params as E
 from arig.nvrm import _params as P
+from arig.nvrm._memory import KIND_TABLE
 from arig.testing import FakeNvrm
 
 pytestmark = pytest.mark.asyncio
@@ -114,6 +115,23 @@ async def test_second_open_is_refused(fake: FakeNvrm) -> None:
             await arig.open(nvrm.gpu(0))
     async with await arig.open(nvrm.gpu(0)) as again:
         await asyncio.wait_for(again.run(None), T)
+
+
+async def test_each_nv_kind_is_the_memory_its_table_row_says(fake: FakeNvrm) -> None:
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        assert dev.facts["kinds"] == ("device", "mapped", "pinned")
+        for row in (k for k in KIND_TABLE if k.made_by == "alloc"):
+            buf = await dev.alloc(4096, row.name)
+            assert buf.kind == row.name and row.gpu  # every NV kind is at a GPU address
+            if row.cpu:  # "mapped" is VRAM the CPU sees through BAR1; "pinned" host RAM
+                buf.numpy()[:] = 3
+                assert ctypes.string_at(buf.address, 4) == b"\x03" * 4  # one address for CPU and GPU
+            else:
+                with pytest.raises(TypeError, match="not visible to the host"):
+                    buf.numpy()
+            buf.close()
+        with pytest.raises(ValueError, match="'mapped': VRAM also mapped for the CPU through BAR1"):
+            await dev.alloc(64, "bar1")
 
 
 @pytest.mark.parametrize("kind", ["pinned", "mapped", "device"])

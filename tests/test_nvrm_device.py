@@ -208,7 +208,7 @@ def test_launch_then_release_makes_one_gpfifo_entry(queue: Any, axpy: int) -> No
     launch.owner = OWNER
     nq.launch(launch)
     assert _gp_put(ch) == 0  # nothing submitted before the value's release
-    nq.kick(7, interrupt=True)
+    nq.submit(7, interrupt=True)
     slot = args.va  # the first slot of the argument ring
     tl = nq.timeline_address
     want = (launch_words(slot + launch.qmd_offset)
@@ -219,7 +219,7 @@ def test_launch_then_release_makes_one_gpfifo_entry(queue: Any, axpy: int) -> No
     assert ctypes.c_uint32.from_address(doorbell + E.USERMODE_NOTIFY_CHANNEL_PENDING).value == FakeChannel.token
     nq.release(args.va + 64, 3)
     nq.acquire(args.va + 64, 3)
-    nq.kick(8)
+    nq.submit(8)
     assert segment(ch, 1) == (pb.Push().release(args.va + 64, 3).acquire(args.va + 64, 3)
                               .release(tl, 8).release(nq.progress_address, 2).words)  # fmt: skip
 
@@ -249,7 +249,7 @@ def test_a_full_argument_ring_waits_for_the_gpu(queue: Any, axpy: int) -> None:
 def test_a_wait_for_the_gpu_ends_on_a_channel_error(queue: Any) -> None:
     nq, ch, _, args = queue
     nq.release(args.va, 1)
-    nq.kick()
+    nq.submit()
     with pytest.raises(ArigValueError, match="never made"):
         nq.wait(2, "a submission")
     ch.fail(13)
@@ -391,12 +391,12 @@ def test_copy_queue_words_and_completion(pair: Any) -> None:
     kq.copy(base + (5 << 20), base + (4 << 20), 100)
     kq.copy(base, base, 0)  # nothing
     kq.release(base + (6 << 20), 3)
-    kq.kick(9, interrupt=True)
+    kq.submit(9, interrupt=True)
     want = (pb.Push().copy(base + (5 << 20), base + (4 << 20), 100).copy_release(base + (6 << 20), 3)
             .copy_release(kq.timeline_address, 9).extend(pb.wait_words(kq.timeline_address, 9)).non_stall_interrupt()
             .copy_release(kq.progress_address, 1).words)  # fmt: skip
     assert segment(kch, 0) == want
-    assert cq.seq == 0  # the compute queue had nothing: no kick, no acquire
+    assert cq.seq == 0  # the compute queue had nothing: no submission, no acquire
     with pytest.raises(ArigValueError):
         kq.copy(-1, 0, 4)
     with pytest.raises(ArigValueError):
@@ -414,29 +414,29 @@ def test_the_queues_wait_for_each_other(pair: Any, axpy: int) -> None:
     kq.copy(base + (5 << 20), base + (4 << 20), 64)
     # the copy queue submitted the compute queue's pending launch, and waits for it on the GPU
     assert cq.seq == 1 and segment(cch, 0)[: len(launch_words(0))] == launch_words(args.va + launch.qmd_offset)
-    kq.kick()
+    kq.submit()
     acq = pb.wait_words(cq.progress_address, 1)
     assert segment(kch, 0)[: len(acq)] == acq
     # the compute queue's next work waits for the copy
     cq.release(base + (6 << 20), 4)
-    cq.kick()
+    cq.submit()
     acq = pb.wait_words(kq.progress_address, 1)
     assert segment(cch, 1)[: len(acq)] == acq
     # once the GPU is past the other queue's work, no acquire is needed
     _progress(kq, 1)
     _progress(cq, 2)
     kq.copy(base + (5 << 20), base + (4 << 20), 64)
-    kq.kick()
+    kq.submit()
     assert segment(kch, 1) == pb.Push().copy(base + (5 << 20), base + (4 << 20), 64).copy_release(kq.progress_address, 2).words
     # launch on the copy queue goes to the compute queue; copy on the compute queue to the copy queue
     _progress(kq, 2)
     kq.launch(launch)
-    cq.kick()
+    cq.submit()
     lw = launch_words(args.va + launch.slot_bytes + launch.qmd_offset)  # the argument ring's second slot
     assert segment(cch, 2)[: len(lw)] == lw
     _progress(cq, 3)
     cq.copy(base + 64, base, 8)
-    kq.kick()
+    kq.submit()
     assert segment(kch, 2)[: 9] == pb.Push().copy(base + 64, base, 8).words
 
 

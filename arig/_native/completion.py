@@ -14,7 +14,7 @@ A device subclasses :class:`NativeCompletion` (``cuda._completion.CudaNativeComp
 Python fill's result (``_fill_result``).  Whether a device gets this engine
 at all is ``arig._engine``'s decision.
 
-Threads: ``bind``, ``detach``, ``on_wake``, ``deliver``, ``put`` and
+Threads: ``attach``, ``detach``, ``on_wake``, ``deliver``, ``put`` and
 ``abort`` run on the event loop and call no driver function; ``call_fill``,
 ``stop_thread`` and ``close`` run on the device's Python submit thread.
 """
@@ -85,7 +85,8 @@ class NativeCompletion:
         return "native core"
 
     # -- loop thread ---------------------------------------------------------------
-    def bind(self, loop: Any, limit: int) -> None:
+    def attach(self, loop: Any, limit: int) -> None:
+        """At open: read the core's eventfd on ``loop``; at most ``limit`` items outstanding (``detach`` undoes it)."""
         port = self._port = port_of(loop)
         self._limit = min(limit, self.core.cap if self.core else limit)
         port.add_reader(self._efd, self.on_wake)
@@ -110,7 +111,7 @@ class NativeCompletion:
             self._space.append(fut)
             assert self.core is not None
             self.core.want_space()
-            if not self.full():  # re-check after announcing: the core kicks only after it
+            if not self.full():  # re-check after announcing: the core writes the eventfd only after it
                 break
             await fut
 

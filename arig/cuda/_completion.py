@@ -4,7 +4,7 @@ Two implementations of one job; ``arig._engine`` decides which a device gets
 (:func:`open_completion`), and the backend holds that one object.  Both have
 the same shape, so the backend never asks which one it holds:
 
-* the loop side: ``submitter`` (who takes the items), ``bind``, ``abort``,
+* the loop side: ``submitter`` (who takes the items), ``attach``, ``abort``,
   ``detach``, ``add_join_lane``, and the item of each kind of fill
   (``graph_item``, ``cfill_item``, ``copy_item``, ``python_item``,
   ``mark_item``, ``join_item``).  A ``Launch`` is the exception: its item is
@@ -37,7 +37,7 @@ Either way a value is reached only once the GPU ran every work before it:
 the GPU's own write, or a host function that the stream runs after that
 work.  No wake-up, timeout or poll is ever taken for a completion.
 
-Threads: ``bind``, ``detach``, ``on_wake``, ``put``, ``abort`` and the
+Threads: ``attach``, ``detach``, ``on_wake``, ``put``, ``abort`` and the
 ``*_item`` methods run on the event loop and call no libcuda function;
 ``call_fill``, ``mark``, ``signal`` and ``close`` run on the Python submit
 thread.
@@ -255,7 +255,7 @@ class PureCompletion:
         return "pure Python: " + ("GPU-written word, " if self._memops else "") + "sem_post host function and a waiter thread"
 
     # -- loop thread ---------------------------------------------------------------
-    def bind(self, loop: Any, limit: int) -> None:
+    def attach(self, loop: Any, limit: int) -> None:
         for lane in self._lanes:
             lane.start(self._ctx)
 

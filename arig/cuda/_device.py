@@ -37,7 +37,7 @@ from ._resources import Resources
 from ._gpu import gpu_state
 from ._launch import Launch
 from ._lib import FILL, CudaError, CudaUnavailable, check, lib, prefetch_error_names
-from .interop import stream_handle
+from .interop import CudaAdoptedQueue, CudaQueue, stream_handle
 from ..queue import AdoptedQueue
 
 __all__ = ["CudaOpener", "CudaBackend", "count", "FILL"]
@@ -62,7 +62,8 @@ ATTR = {"multiprocessors": 16, "kernel_exec_timeout": 17, "cc_major": 75, "cc_mi
 class _Join:
     """The pure path's (and any Python fill's) join: run ``fill`` on the user's stream, then make
     the join lane wait for that stream (``record``: an event recorded on it now) or for the
-    event ``slot`` holds.  Runs on the Python submit thread."""
+    event ``slot`` holds (an adopted queue's ``join_event``, or an awaited event's handle).
+    Runs on the Python submit thread."""
 
     __slots__ = ("stream", "slot", "record", "fill")
 
@@ -136,6 +137,8 @@ class CudaOpener:
 class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
     """Open, describe, queues and close; submission items; memory and images come from ``Resources``."""
 
+    queue_type = CudaQueue  # its queues speak cuda.core's stream protocol
+
     def __init__(self, opener: CudaOpener) -> None:
         self.name = opener.name
         i = opener.index
@@ -166,7 +169,7 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         self.completion: Completion | None = None
         self.submit_thread: Any = None
         self._cfills: dict[int, tuple[Any, int]] = {}  # id -> (C fill pointer, its address): checked once
-        self._adopted: dict[int, AdoptedQueue] = {}  # stream handle -> its queue
+        self._adopted: dict[int, CudaAdoptedQueue] = {}  # stream handle -> its queue
         name_thread("arig-submit")
         try:
             check(lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
@@ -305,7 +308,7 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         """Loop thread, at open: who takes submissions (the native core, or the submit thread)."""
         self.submit_thread = st
         assert self.completion is not None
-        self.completion.bind(st._loop, limit)
+        self.completion.attach(st._loop, limit)
         return self.completion.submitter(st)
 
     def begin_stop(self) -> None:
@@ -370,13 +373,13 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         return self.completion.python_item(fill, arg)
 
     # -- adopted streams and awaited events (loop thread: no driver call) -----------------
-    def adopt(self, stream: Any) -> AdoptedQueue:
+    def adopt(self, stream: Any) -> CudaAdoptedQueue:
         handle, ordinal = stream_handle(stream)
         if ordinal is not None and ordinal != self.ordinal:
             raise ArigValueError(f"{safe_repr(stream)} is a stream of GPU {ordinal}; {self.name} is GPU {self.ordinal}")
         q = self._adopted.get(handle)
         if q is None:
-            q = self._adopted[handle] = AdoptedQueue(self.name, self._use_join_lane(), handle, stream)
+            q = self._adopted[handle] = CudaAdoptedQueue(self.name, self._use_join_lane(), handle, stream)
         return q
 
     def _use_join_lane(self) -> int:
@@ -389,20 +392,21 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
             self.completion.add_join_lane()
         return self.join_lane
 
-    def adopted(self, handle: int) -> AdoptedQueue | None:
+    def adopted(self, handle: int) -> CudaAdoptedQueue | None:
         return self._adopted.get(handle)
 
     def prepare_adopted(self, q: AdoptedQueue, fill: Any, arg: Any) -> Any:
         """The item of a submission on an adopted queue: its fill on the user's stream, then the join."""
         assert self.completion is not None
+        join_event = self._adopted[q.handle].join_event  # q is that queue: the device checked it
         if fill is None:
-            return self.completion.join_item(_Join(q.handle, q.slot, True))
+            return self.completion.join_item(_Join(q.handle, join_event, True))
         if type(fill) in (Launch, Copy, _abi.Graph) or isinstance(fill, (int, ctypes._CFuncPtr)):  # type: ignore[attr-defined]
             raise ArigTypeError(
                 f"an adopted queue takes Python fills and None, not a {type(fill).__name__}: launch on the stream in a Python fill, or submit to dev.queues"
             )
         self.check_fill(fill)
-        return self.completion.python_item(_Join(q.handle, q.slot, True, fill), arg)
+        return self.completion.python_item(_Join(q.handle, join_event, True, fill), arg)
 
     def event_slot(self, handle: int) -> Any:
         return ctypes.c_void_p(handle)
@@ -457,9 +461,9 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
     def _release(self) -> None:
         """Give back everything; errors of a faulted context are ignored."""
         for q in self._adopted.values():  # the join events (a pending record is fine to destroy)
-            if q.slot.value:
-                lib.cuEventDestroy_v2(q.slot.value)
-                q.slot.value = 0
+            if q.join_event.value:
+                lib.cuEventDestroy_v2(q.join_event.value)
+                q.join_event.value = 0
         for s in self._streams:
             lib.cuStreamDestroy_v2(s)
         self._streams = []

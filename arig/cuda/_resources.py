@@ -16,7 +16,7 @@ import numpy as np
 
 from .._errors import ArigValueError, safe_repr
 from .._launchspec import KernelImage, ParamLayout
-from .._memory import Buffer
+from .._memory import Buffer, Kind, describe_kinds, kind_names
 from ._items import Copy
 from ._launch import _LAYOUTS
 from ._lib import check, lib
@@ -25,8 +25,20 @@ from ._lib import check, lib
 def _nothing() -> None:
     """A wrapped array's memory is its owner's to free."""
 
-__all__ = ["Resources", "CudaBuffer"]
+__all__ = ["Resources", "CudaBuffer", "KIND_TABLE", "KINDS"]
 
+#: A CUDA device's kinds of memory.  ``"mapped"`` here is host RAM mapped for the GPU; on an
+#: NV device the same name is VRAM mapped for the CPU (``arig.nvrm._memory.KIND_TABLE``).
+KIND_TABLE = (
+    Kind("device", "gpu", cpu=False, gpu=True, made_by="alloc", what="the GPU's memory (cuMemAlloc), for kernels only: the host reaches it through copies"),
+    Kind("pinned", "host", cpu=True, gpu=False, made_by="alloc", what="page-locked host RAM (cuMemHostAlloc) for fast copies, read in place by the host"),
+    Kind("mapped", "host", cpu=True, gpu=True, made_by="alloc",
+         what="page-locked host RAM also mapped for the GPU (CU_MEMHOSTALLOC_DEVICEMAP), read in place by the host and by kernels"),
+    Kind("foreign", "gpu", cpu=False, gpu=True, made_by="wrap", what="another library's GPU array (dev.wrap), freed by that library"),
+)  # fmt: skip
+#: The names ``alloc`` takes (the first is its default).
+KINDS = kind_names(KIND_TABLE)
+_ALLOCATED = {k.name: k for k in KIND_TABLE if k.made_by == "alloc"}
 CU_MEMHOSTALLOC_PORTABLE = 1
 CU_MEMHOSTALLOC_DEVICEMAP = 2
 #: DLPack's device type of CUDA device memory.
@@ -38,8 +50,9 @@ class CudaBuffer(Buffer):
 
     What the core ``Buffer`` cannot know: other CUDA libraries read it through
     ``__cuda_array_interface__``, and its DLPack device is the GPU's
-    ``(kDLCUDA, ordinal)``.  Pinned and mapped memory are plain buffers: the
-    host sees them, so they export as host memory and offer no CUDA interface.
+    ``(kDLCUDA, ordinal)``.  Pinned and mapped memory (host RAM, ``KIND_TABLE``)
+    are plain buffers: the host sees them, so they export as host memory and
+    offer no CUDA interface.
     """
 
     def __init__(self, device: str, kind: str, address: int, nbytes: int, release: Any, ordinal: int, *, keep: Any = None, readonly: bool = False) -> None:
@@ -67,16 +80,17 @@ class Resources:
 
     # -- memory ------------------------------------------------------------------
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
-        kind = kind or "device"
-        if kind == "device":
+        kind = kind or KINDS[0]
+        row = _ALLOCATED.get(kind)
+        if row is None:
+            raise ArigValueError(f"{self.name} has memory of kinds {describe_kinds(KIND_TABLE)}; not {safe_repr(kind)}")
+        if row.lives == "gpu":
             d = c_uint64()
             check(lib.cuMemAlloc_v2(byref(d), nbytes), f"cuMemAlloc({nbytes})")
             self._live[d.value] = kind
             return CudaBuffer(self.name, kind, d.value, nbytes, _Release(self.post, self._free, d.value), self.ordinal)
-        if kind not in ("pinned", "mapped"):
-            raise ArigValueError(f"kind must be 'device', 'pinned' or 'mapped', not {kind!r}")
         p = c_void_p()
-        flags = CU_MEMHOSTALLOC_PORTABLE | (CU_MEMHOSTALLOC_DEVICEMAP if kind == "mapped" else 0)
+        flags = CU_MEMHOSTALLOC_PORTABLE | (CU_MEMHOSTALLOC_DEVICEMAP if row.gpu else 0)
         check(lib.cuMemHostAlloc(byref(p), nbytes, flags), f"cuMemHostAlloc({nbytes})")
         addr = p.value or 0
         host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
@@ -95,7 +109,7 @@ class Resources:
 
     def _free(self, addr: int) -> None:
         kind = self._live.pop(addr, None)
-        if kind == "device":
+        if kind == "device":  # the one kind in the GPU's memory (KIND_TABLE)
             lib.cuMemFree_v2(addr)
         elif kind is not None:
             lib.cuMemFreeHost(addr)

@@ -1,8 +1,10 @@
-"""Awaiting the streams and events users already have (PyTorch, CuPy, cuda.core, raw handles).
+"""Awaiting the streams and events users already have (PyTorch, CuPy, cuda.core, raw handles),
+and arig's queues as streams for other libraries.
 
 ``dev.adopt(stream)`` makes a queue of a CUDA device from another
 library's stream; ``await arig.cuda.wait_event(event)`` awaits an event
-another library recorded.  Neither blocks a thread or polls: the device's
+another library recorded.  A CUDA device's queues, its own and adopted
+ones, speak cuda.core's stream protocol (:class:`CudaQueue`).  Neither blocks a thread or polls: the device's
 join lane waits for the stream or event on the GPU (``cuStreamWaitEvent``)
 and its value is signalled as any other, by the GPU's own write or a host
 function.
@@ -16,16 +18,54 @@ path, its Python submit thread.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import weakref
 from typing import Any
 
 from .. import device as _device
 from .._errors import ArigTypeError, ArigValueError, safe_repr
+from ..queue import AdoptedQueue, Queue
 
-__all__ = ["stream_handle", "event_handle", "wait_event"]
+__all__ = ["CudaQueue", "CudaAdoptedQueue", "stream_handle", "event_handle", "wait_event"]
 
 #: CU_STREAM_PER_THREAD: the calling thread's default stream; arig enqueues from its own thread.
 PER_THREAD = 2
+
+
+class CudaQueue(Queue):
+    """A queue of a CUDA device: ``handle`` is its CUstream, as an int.
+
+    It speaks cuda.core's stream protocol, so other libraries can launch on
+    it: ``cupy.cuda.Stream.from_external(q)``, or with the handle itself,
+    ``torch.cuda.ExternalStream(q.handle)``.  Queues of other devices are
+    plain ``arig.Queue``s and have no ``__cuda_stream__``
+    (``hasattr(q, "__cuda_stream__")`` is how consumers ask).
+    """
+
+    __slots__ = ()
+    handle: int
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """``(0, CUstream)``: protocol version 0."""
+        return (0, self.handle)
+
+
+class CudaAdoptedQueue(AdoptedQueue, CudaQueue):
+    """A CUDA device's queue of an adopted stream (``dev.adopt(stream)``).
+
+    A submission on it runs its fill with the user's stream, then makes the
+    device's join lane (``index``) wait for everything the stream had been
+    given (an event recorded on it), and signals the value on the join lane:
+    the user's stream itself gets no arig work but the event record.
+    ``join_event`` holds that CUevent: made on first use by the thread that
+    enqueues, destroyed when the device closes.
+    """
+
+    __slots__ = ("join_event",)
+
+    def __init__(self, device: str, index: int, handle: int, source: Any) -> None:
+        super().__init__(device, index, handle, source)
+        self.join_event = ctypes.c_void_p(0)
 
 
 def _as_handle(value: Any, what: str) -> int:

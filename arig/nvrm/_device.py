@@ -39,8 +39,7 @@ from .._errors import ArigValueError, OpenError
 from .._launchspec import c_arg
 from .._memory import Buffer, Image, never_free
 from .._backend import Backend
-from . import _exec_params as E
-from . import _queue, _rm, _staging
+from . import _exec_params, _queue, _rm, _staging
 from . import abi as _abi
 from ._completion import NvCompletion
 from ._events import DriverEvents
@@ -108,7 +107,7 @@ class NvBackend(Backend):
     # -- open -----------------------------------------------------------------------------
     def _open(self, gpu: _rm.Gpu) -> None:
         self.arch = str(gpu.facts.get("arch") or "sm_90")
-        if gpu.compute_cls != E.HOPPER_COMPUTE_A or self.arch != "sm_90":
+        if gpu.compute_cls != _exec_params.HOPPER_COMPUTE_A or self.arch != "sm_90":
             raise OpenError(f"cannot open {self.name}: arig's NV path launches with Hopper's QMD V04 (sm_90); GPU {gpu.bus} is {self.arch} with compute class {gpu.compute_cls:#x}")
         self.hang_ms = gpu.facts.get("hang_ms")
         self.channel = ch = _rm.Channel(gpu, copy=True)
@@ -151,7 +150,7 @@ class NvBackend(Backend):
         """Loop thread, at open: the native core takes submissions."""
         assert self.completion is not None
         self.submit_thread = st
-        self.completion.bind(st._loop, limit)
+        self.completion.attach(st._loop, limit)
         return self.completion
 
     def prepare(self, fill: Any, arg: Any) -> Any:

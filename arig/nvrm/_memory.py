@@ -28,14 +28,26 @@ import numpy as np
 
 from .. import _log
 from .._errors import ArigValueError, safe_repr
-from .._memory import Buffer
+from .._memory import Buffer, Kind, describe_kinds, kind_names
 from .._timeline import Timeline
 from . import _rm
 
-__all__ = ["NvMemory", "Dmabuf", "KINDS"]
+__all__ = ["NvMemory", "Dmabuf", "KIND_TABLE", "KINDS"]
 
-#: Memory kinds: VRAM for the GPU only, VRAM also mapped to the CPU through BAR1, host memory.
-KINDS = ("device", "mapped", "pinned")
+#: An NV device's kinds of memory; every one the CPU sees lies at one address for CPU and GPU, but
+#: ``"host"``'s.  ``"mapped"`` here is VRAM mapped for the CPU (through the GPU's BAR1 aperture);
+#: on a CUDA device the same name is host RAM mapped for the GPU (``arig.cuda._resources.KIND_TABLE``).
+KIND_TABLE = (
+    Kind("device", "gpu", cpu=False, gpu=True, made_by="alloc", what="VRAM for the GPU only: the host reaches it through copies"),
+    Kind("mapped", "gpu", cpu=True, gpu=True, made_by="alloc",
+         what="VRAM also mapped for the CPU through BAR1, read in place by kernels and by the host (slowly: uncached reads over PCIe)"),
+    Kind("pinned", "host", cpu=True, gpu=True, made_by="alloc", what="host RAM pinned by the RM and mapped for the GPU, at one address for both"),
+    Kind("host", "host", cpu=True, gpu=True, made_by="map_host",
+         what="the program's own memory (dev.map_host), pinned and mapped for the GPU at a GPU address of its own"),
+)  # fmt: skip
+#: The names ``alloc`` takes (the first is its default).
+KINDS = kind_names(KIND_TABLE)
+_ALLOCATED = {k.name: k for k in KIND_TABLE if k.made_by == "alloc"}
 
 
 class Dmabuf:
@@ -101,11 +113,12 @@ class NvMemory:
         return Buffer(self.name, kind, address, nbytes, lambda: post(self._free_key, key), host=host, keep=keep)
 
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
-        kind = "device" if kind is None else kind
-        if kind not in KINDS:
-            raise ArigValueError(f"{self.name} has memory of kinds {', '.join(repr(k) for k in KINDS)}, not {safe_repr(kind)}")
-        m = self.gpu.host("pinned", nbytes) if kind == "pinned" else self.gpu.vram(kind, nbytes, cpu=kind == "mapped")
-        host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(m.va)) if kind != "device" else None
+        kind = KINDS[0] if kind is None else kind
+        row = _ALLOCATED.get(kind)
+        if row is None:
+            raise ArigValueError(f"{self.name} has memory of kinds {', '.join(repr(k) for k in KINDS)}, not {safe_repr(kind)} ({describe_kinds(KIND_TABLE)})")
+        m = self.gpu.host(kind, nbytes) if row.lives == "host" else self.gpu.vram(kind, nbytes, cpu=row.cpu)
+        host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(m.va)) if row.cpu else None
         return self._buffer(m, kind, m.va, nbytes, host)
 
     def map_host(self, address: int, nbytes: int, owner: Any) -> Buffer:
@@ -120,8 +133,9 @@ class NvMemory:
         m = next((m for m in self._mem.values() if m.va <= buf.address < m.va + m.size), None)
         if m is None:
             raise ArigValueError(f"{buf!r} is no memory this device allocated")
-        if buf.kind == "pinned":
-            raise ArigValueError("pinned memory is the host's: the kernel driver exports only the GPU's own memory (kinds 'device' and 'mapped') as a dma-buf")
+        if buf.kind == "pinned":  # host RAM (KIND_TABLE): not the GPU's to export
+            vram = " and ".join(repr(k.name) for k in KIND_TABLE if k.lives == "gpu")
+            raise ArigValueError(f"pinned memory is the host's: the kernel driver exports only the GPU's own memory (kinds {vram}) as a dma-buf")
         fd = self.gpu.export_dmabuf(m, 0, m.size)
         return Dmabuf(fd, buf.address - m.va + offset, nbytes)
 

@@ -21,9 +21,7 @@ from typing import Any
 
 from .. import _native
 from .._errors import ArigTypeError, ArigValueError, DeviceHang, safe_repr
-from . import _exec_params as E
-from . import _faults, _rm
-from . import _push as pb
+from . import _exec_params, _faults, _push, _rm
 from ._launch import LOCAL_BYTES_PER_THREAD, Launch, launch_template
 
 __all__ = ["NvQueue", "open_pair", "start_engines", "spec", "templates", "TEMPLATES", "TIMELINE_OFFSET", "PROGRESS_OFFSET", "WORDS_STRIDE"]
@@ -50,21 +48,21 @@ def templates(timeline: int, progress: int, copy: bool) -> dict[str, _native.NvT
     T = _native.NvTemplate.of
 
     def rel(address: int, value: int) -> list[int]:
-        return (pb.Push().copy_release(address, value) if copy else pb.Push().release(address, value)).words
+        return (_push.Push().copy_release(address, value) if copy else _push.Push().release(address, value)).words
 
     words, qmd_word = launch_template()
     out = {
         "rel_tl": T(rel(timeline, 0), a=(3, 4)),
         "rel_prog": T(rel(progress, 0), a=(3, 4)),
-        "wait_prog": T(pb.wait_words(progress, 0), a=(3, 4)),
-        "wait_tl": T(pb.wait_words(timeline, 0), a=(3, 4)),
-        "intr": T(pb.Push().non_stall_interrupt().words),
+        "wait_prog": T(_push.wait_words(progress, 0), a=(3, 4)),
+        "wait_tl": T(_push.wait_words(timeline, 0), a=(3, 4)),
+        "intr": T(_push.Push().non_stall_interrupt().words),
         "launch": T(words, a=(qmd_word, -1)),
         # Push.copy: OFFSET_IN_UPPER, source hi, lo, destination hi, lo; LINE_LENGTH_IN, bytes; LAUNCH_DMA.
-        "copy": T(pb.Push().copy(0, 0, 1).words, a=(2, 1), b=(4, 3), c=6),
+        "copy": T(_push.Push().copy(0, 0, 1).words, a=(2, 1), b=(4, 3), c=6),
         # Host release: SEM_ADDR_LO, _HI, payload lo, hi.  Copy release: SEMAPHORE_A (hi), _B (lo), payload lo, hi.
         "release": T(rel(0, 0), a=(2, 1) if copy else (1, 2), b=(3, 4)),
-        "acquire": T(pb.Push().acquire(0, 0).words, a=(1, 2), b=(3, 4)),
+        "acquire": T(_push.Push().acquire(0, 0).words, a=(1, 2), b=(3, 4)),
     }
     return out
 
@@ -79,8 +77,8 @@ def spec(*, pushbuf: Any, args: Any, fifo: Any, doorbell: int, words: Any, base:
         s.args = s.args_va = args.va
         s.args_size = args.size
     s.gpfifo = fifo.ring.va
-    s.gp_put = fifo.ring.va + fifo.userd_offset + E.USERD_GP_PUT
-    s.doorbell = doorbell + E.USERMODE_NOTIFY_CHANNEL_PENDING
+    s.gp_put = fifo.ring.va + fifo.userd_offset + _exec_params.USERD_GP_PUT
+    s.doorbell = doorbell + _exec_params.USERMODE_NOTIFY_CHANNEL_PENDING
     timeline, progress = words.va + base + TIMELINE_OFFSET, words.va + base + PROGRESS_OFFSET
     s.timeline, s.progress = timeline, progress
     if fifo.notifier.cpu:
@@ -163,7 +161,7 @@ class NvQueue:
 
     def copy(self, dst: int, src: int, nbytes: int) -> None:
         """Enqueue a copy-engine copy of ``nbytes`` from GPU address ``src`` to ``dst`` on the copy channel."""
-        pb.check_copy_args(dst, src, nbytes)
+        _push.check_copy_args(dst, src, nbytes)
         if max(dst, src) + nbytes > 1 << 57:
             raise ArigValueError(f"queue.copy: {nbytes} bytes from {src:#x} to {dst:#x} reach past 2**57")
         self._check(self._lib.arig_nv_copy(self.ptr, dst, src, nbytes), "queue.copy")
@@ -184,8 +182,12 @@ class NvQueue:
         arr = (ctypes.c_uint32 * len(words))(*words)
         self._check(self._lib.arig_nv_put(self.ptr, arr, len(words)), "the channel's setup")
 
-    def kick(self, value: int | None = None, interrupt: bool = False) -> None:
-        """Submit the pending words (and a timeline release of ``value``) as one GPFIFO entry."""
+    def submit(self, value: int | None = None, interrupt: bool = False) -> None:
+        """Submit the pending words (and a timeline release of ``value``, then a non-stall interrupt
+        where ``interrupt``) as one GPFIFO entry, and ring the channel's doorbell; ``seq`` counts these.
+
+        The core names this ``arig_nv_kick``; it is the GPU submission, never the core's other
+        "kick" (the eventfd write that wakes the loop)."""
         self._check(self._lib.arig_nv_kick(self.ptr, value or 0, int(value is not None), int(interrupt), 0), "a submission")
 
     def wait(self, seq: int, what: str) -> None:
@@ -235,12 +237,12 @@ def start_engines(gpu: _rm.Gpu, ch: _rm.Channel, compute: NvQueue, copy: NvQueue
     """Bind each channel's engine (compute: subchannel 1, with the windows and local memory; copy:
     subchannel 4) and wait until both ran it.  Added as words: the ordering rule is not involved yet."""
     assert gpu.copy_cls is not None
-    per_tpc = pb.local_bytes_per_tpc(LOCAL_BYTES_PER_THREAD)
+    per_tpc = _push.local_bytes_per_tpc(LOCAL_BYTES_PER_THREAD)
     local = keep(gpu.vram("local", per_tpc * MAX_TPCS, cpu=False))
-    compute.put_words(pb.setup(gpu.compute_cls, None, local_address=local.va, local_per_tpc=per_tpc).words)
-    compute.kick()
-    copy.put_words(pb.Push().set_object(pb.SUBCH_COPY, gpu.copy_cls).words)
-    copy.kick()
+    compute.put_words(_push.setup(gpu.compute_cls, None, local_address=local.va, local_per_tpc=per_tpc).words)
+    compute.submit()
+    copy.put_words(_push.Push().set_object(_push.SUBCH_COPY, gpu.copy_cls).words)
+    copy.submit()
     t0 = time.monotonic()
     while compute.done < 1 or copy.done < 1:
         err = ch.error()

@@ -93,7 +93,7 @@ class Staging:
             at = base + slots.offset(i)
             ctypes.memmove(at, at_src + off, n)
             cq.copy(address + off, at, n)
-            cq.kick()
+            cq.submit()
             slots.used(i, cq.seq)
 
     def stage_out(self, address: int, dst: np.ndarray[Any, Any]) -> None:
@@ -114,7 +114,7 @@ class Staging:
             i, busy = slots.take()
             cq.wait(busy, "a staging slot the copy engine reads")
             cq.copy(base + slots.offset(i), address + off, n)
-            cq.kick()
+            cq.submit()
             slots.used(i, cq.seq)
             flight.append((i, cq.seq, off, n))
         while flight:
