@@ -75,6 +75,17 @@ def compare(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[
     return rows
 
 
+#: Figures that run no arig code (libcuda called raw, PyTorch's and CuPy's own ways of waiting): how
+#: much the machine itself drifted between the runs, whatever either commit does.
+CONTROLS = ("raw_ctypes", "torch_", "cupy_", "baseline")
+
+
+def drift(rows: list[dict[str, Any]]) -> float | None:
+    """The median new/base ratio over the control figures (None if the runs had none)."""
+    ratios = sorted(r["ratio_new_over_base"] for r in rows if any(c in r["figure"] for c in CONTROLS))
+    return ratios[len(ratios) // 2] if ratios else None
+
+
 def table(rows: list[dict[str, Any]], limit: int | None = None) -> str:
     lines = [
         "| figure | base medians | new medians | new/base (>1 worse) | run spread | worse beyond spread |",
@@ -102,9 +113,12 @@ def main(argv: list[str] | None = None) -> int:
     worse = [r for r in rows if r["worse"]]
     print(table(rows, args.limit))
     print(f"\n{len(rows)} figures; {len(worse)} worse than the base beyond the run's own spread")
+    d = drift(rows)
+    if d is not None:
+        print(f"machine drift: the figures that run no arig code ({', '.join(CONTROLS)}) read new/base {d:.3f} at the median")
     if args.json:
         meta = {"base": [r.get("meta", {}).get("git") for r in base], "new": [r.get("meta", {}).get("git") for r in new]}
-        Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"meta": meta, "drift": d, "rows": rows}, indent=1))
     return 0
 
 

@@ -357,15 +357,23 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         if isinstance(fill, int) and not isinstance(fill, bool):
             return self.completion.cfill_item(fill_address(fill), c_arg(arg))
         if isinstance(fill, ctypes._CFuncPtr):  # type: ignore[attr-defined]
-            known: tuple[Any, int] | None = self._cfills.get(id(fill))
-            if known is None or known[0] is not fill:
-                if len(self._cfills) > 256:
-                    self._cfills.clear()
-                known = self._cfills[id(fill)] = (fill, fill_address(fill))
-            return self.completion.cfill_item(known[1], c_arg(arg))
+            # Each CFUNCTYPE prototype is a class of its own: once seen, prepare finds it by type.
+            if len(self._prepare_by_type) < 64:
+                self._prepare_by_type[type(fill)] = self._prepare_cfunc
+            return self._prepare_cfunc(fill, arg)
         if callable(fill):
             return self._prepare_python(fill, arg)
         raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), a C fill, a Launch or a Graph; got {type(fill).__name__}")
+
+    def _prepare_cfunc(self, fill: Any, arg: Any) -> Any:
+        """A ctypes function as a C fill: its prototype checked once per function object."""
+        assert self.completion is not None
+        known: tuple[Any, int] | None = self._cfills.get(id(fill))
+        if known is None or known[0] is not fill:
+            if len(self._cfills) > 256:
+                self._cfills.clear()
+            known = self._cfills[id(fill)] = (fill, fill_address(fill))
+        return self.completion.cfill_item(known[1], c_arg(arg))
 
     def _prepare_python(self, fill: Any, arg: Any) -> Any:
         assert self.completion is not None
