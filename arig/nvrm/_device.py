@@ -195,9 +195,6 @@ class NvBackend(Backend):
         assert self.completion is not None
         self.completion.call_fill(self.queue_handles[qi], fill, arg, v)  # at its place in the core's ring
 
-    def signal(self, qi: int, v: int) -> None:
-        """Nothing: the native core releases its values itself."""
-
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
         return self.memory.alloc(nbytes, kind)
 
