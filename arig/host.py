@@ -121,7 +121,7 @@ class HostQueue:
                 self._report(self.index, args)
                 continue
             if fn is False:
-                if self._note is not None:  # always: a note is put only where there is a callback
+                if self._note is not None:  # note() puts none without a callback
                     self._note(self.index, args)
                 continue
             try:
