@@ -57,6 +57,7 @@ class HostQueue:
     ) -> None:
         self.index = index
         self._note = note
+        self.notes = note is not None
         self._items: _queue.SimpleQueue[Any] = _queue.SimpleQueue()
         self._room = threading.Semaphore(depth)
         self._report = report

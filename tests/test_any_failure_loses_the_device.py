@@ -72,6 +72,7 @@ class _RaisingLane:
 
     def __init__(self, queue: Any, failure: BaseException) -> None:
         self._queue, self._failure = queue, failure
+        self.notes = queue.notes
 
     def note(self, v: int) -> None:
         self._queue.note(v)

@@ -121,6 +121,7 @@ class _Bare(Backend):
     arch = "bare"
     facts: dict[str, Any] = {}
     queue_handles = [None]
+    notes = False  # as its own lane: it shows no progress between signals
 
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
         fill(None, arg, v)

@@ -15,8 +15,8 @@ from arig._pure import BURST, Bursts, Watcher
 
 
 class _Lane:
-    def __init__(self, log: list[tuple[str, int, int]], qi: int, fail_signal: BaseException | None = None) -> None:
-        self.log, self.qi, self.fail_signal = log, qi, fail_signal
+    def __init__(self, log: list[tuple[str, int, int]], qi: int, fail_signal: BaseException | None, notes: bool) -> None:
+        self.log, self.qi, self.fail_signal, self.notes = log, qi, fail_signal, notes
 
     def note(self, v: int) -> None:
         self.log.append(("note", self.qi, v))
@@ -28,12 +28,12 @@ class _Lane:
 
 
 class _Engine:
-    def __init__(self, nlanes: int = 2, fail_signal: BaseException | None = None, fail_run: int | None = None) -> None:
+    def __init__(self, nlanes: int = 2, fail_signal: BaseException | None = None, fail_run: int | None = None, notes: bool = True) -> None:
         self.log: list[tuple[str, int, int]] = []
         self.lost: list[BaseException] = []
         self.is_lost = False
         self.fail_run = fail_run
-        lanes = [_Lane(self.log, i, fail_signal) for i in range(nlanes)]
+        lanes = [_Lane(self.log, i, fail_signal, notes) for i in range(nlanes)]
         self.bursts = Bursts(self.run_item, lanes, lambda: self.is_lost, self.lost.append)
 
     def run_item(self, qi: int, fill: Any, arg: Any, v: int) -> None:
@@ -57,6 +57,16 @@ def test_each_item_is_run_then_noted_and_a_dry_queue_signals_each_lanes_last_val
     assert e.signals() == [("signal", 0, 3), ("signal", 1, 2)] and not b.busy
     b.idle()  # nothing new: nothing signalled again
     assert len(e.signals()) == 2
+
+
+def test_lanes_that_do_not_note_are_not_asked_to_and_still_signal() -> None:
+    e, quiet = _Engine(), _Engine(notes=False)
+    for eng in (e, quiet):
+        for v in range(1, BURST + 2):
+            eng.bursts.run(v % 2, None, None, v)
+        eng.bursts.idle()
+    assert [x for x in quiet.log if x[0] == "note"] == [] and len([x for x in e.log if x[0] == "note"]) == BURST + 1
+    assert quiet.signals() == e.signals() == [("signal", 1, BURST - 1), ("signal", 0, BURST), ("signal", 1, BURST + 1)]
 
 
 @pytest.mark.parametrize("end", ["before_control", "stop"])

@@ -168,6 +168,7 @@ class _PureLane:
         self.sem = new_semaphore()
         self._sem_at = ctypes.addressof(self.sem)
         self.signalled = 0  # submit thread: last value signalled
+        self.notes = True  # a note is what shows progress between host functions
         self.values: deque[int] = deque()  # without memops: values in host-function order
         self._ts = Timespec()  # the watcher's deadline
 
