@@ -6,8 +6,9 @@ submit thread.  What to do when is decided here, once, for every device
 kind; how one lane does a thing on its hardware is the kind's own, behind
 the protocols below (the shape of the native core's ``struct lane_ops``):
 
-* :class:`Lane`: ``note`` (progress after each item) and ``signal`` (have
-  the lane report its value once its work so far has completed).  The host
+* :class:`Lane`: ``note`` (progress after each item; ``notes`` says whether
+  it does anything) and ``signal`` (have the lane report its value once its
+  work so far has completed).  The host
   device's queues (``arig.host.HostQueue``) report from their own worker;
   a CUDA pure lane (``arig.cuda._completion``) is also a :class:`Watched`
   lane;
@@ -124,7 +125,8 @@ class Bursts:
         self._ran(qi, v)
 
     def _run(self, qi: int, fill: Any, arg: Any, v: int) -> None:
-        # _ran inlined: this is the submit thread's hot path where nothing notes (one call an item).
+        # _ran inlined: on a device whose lanes do not note (the host device without a watchdog)
+        # this is the submit thread's whole cost per item, where one more call would show.
         self.run_item(qi, fill, arg, v)
         self._pending[qi] = v
         self.busy = True
