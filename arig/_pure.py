@@ -98,7 +98,7 @@ class Bursts:
     :meth:`before_control` and :meth:`stop`; it decides when to signal.
     """
 
-    __slots__ = ("busy", "run", "run_item", "_lanes", "_pending", "_count", "_lost", "_lose")
+    __slots__ = ("pending", "run", "run_item", "_lanes", "_count", "_lost", "_lose")
 
     def __init__(
         self,
@@ -107,11 +107,11 @@ class Bursts:
         lost: Callable[[], bool],
         lose: Callable[[BaseException], None],
     ) -> None:
-        #: Values wait for their signal: the submit thread must call :meth:`idle` once its queue is empty.
-        self.busy = False
+        #: Lane -> last value run but not yet signalled (the submit thread only reads it): while it is
+        #: not empty, the submit thread must call :meth:`idle` once its queue is empty.
+        self.pending: dict[int, int] = {}
         self.run_item = run_item
         self._lanes = lanes
-        self._pending: dict[int, int] = {}  # lane -> last value run but not yet signalled
         self._count = 0  # items taken in this burst
         self._lost, self._lose = lost, lose
         #: ``run(qi, fill, arg, v)``: run an item on lane ``qi`` and note its progress; a burst ends
@@ -128,15 +128,13 @@ class Bursts:
         # _ran inlined: on a device whose lanes do not note (the host device without a watchdog)
         # this is the submit thread's whole cost per item, where one more call would show.
         self.run_item(qi, fill, arg, v)
-        self._pending[qi] = v
-        self.busy = True
+        self.pending[qi] = v
         self._count += 1
         if self._count >= BURST:
             self._end()
 
     def _ran(self, qi: int, v: int) -> None:
-        self._pending[qi] = v
-        self.busy = True
+        self.pending[qi] = v
         self._count += 1
         if self._count >= BURST:
             self._end()
@@ -155,7 +153,7 @@ class Bursts:
 
     def _end(self) -> None:
         self._count = 0
-        pending = self._pending
+        pending = self.pending
         if not pending:
             return
         if not self._lost():
@@ -166,7 +164,6 @@ class Bursts:
             except BaseException as exc:  # noqa: BLE001 - loses the device
                 self._lose(exc)
         pending.clear()
-        self.busy = False
 
 
 class Watcher:

@@ -41,11 +41,11 @@ class _Gate:
     a Python fill that the engine waits for at its place (``call_fill``, the gate), and there is
     never anything to signal."""
 
-    __slots__ = ("run",)
-    busy = False
+    __slots__ = ("run", "pending")
 
     def __init__(self, call_fill: Callable[[int, Any, Any, int], None]) -> None:
         self.run = call_fill
+        self.pending: dict[int, int] = {}  # always empty: the engine signals by itself
 
     def idle(self) -> None:
         pass
@@ -181,9 +181,9 @@ class SubmitThread:
     def _loop_fills(self, backend: Any) -> None:
         q = self._q
         engine = self._engine_of(backend)
-        run = engine.run
+        run, pending = engine.run, engine.pending
         while True:
-            if engine.busy:  # values wait for their signal: learn at once when the queue runs dry
+            if pending:  # values wait for their signal: learn at once when the queue runs dry
                 try:
                     item = q.get_nowait()
                 except _queue.Empty:

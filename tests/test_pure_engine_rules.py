@@ -48,13 +48,13 @@ class _Engine:
 def test_each_item_is_run_then_noted_and_a_dry_queue_signals_each_lanes_last_value() -> None:
     e = _Engine()
     b = e.bursts
-    assert not b.busy
+    assert not b.pending
     for qi, v in [(0, 1), (1, 2), (0, 3)]:
         b.run(qi, None, None, v)
     assert e.log == [("run", 0, 1), ("note", 0, 1), ("run", 1, 2), ("note", 1, 2), ("run", 0, 3), ("note", 0, 3)]
-    assert b.busy and e.signals() == []
+    assert b.pending and e.signals() == []
     b.idle()
-    assert e.signals() == [("signal", 0, 3), ("signal", 1, 2)] and not b.busy
+    assert e.signals() == [("signal", 0, 3), ("signal", 1, 2)] and not b.pending
     b.idle()  # nothing new: nothing signalled again
     assert len(e.signals()) == 2
 
@@ -74,7 +74,7 @@ def test_a_control_or_the_stop_ends_the_burst(end: str) -> None:
     e = _Engine()
     e.bursts.run(1, None, None, 1)
     getattr(e.bursts, end)()
-    assert e.signals() == [("signal", 1, 1)] and not e.bursts.busy
+    assert e.signals() == [("signal", 1, 1)] and not e.bursts.pending
 
 
 def test_a_burst_ends_after_burst_items_even_while_more_wait() -> None:
@@ -105,7 +105,7 @@ def test_a_lost_device_signals_nothing_and_forgets_its_values() -> None:
     e.bursts.run(0, None, None, 1)
     e.is_lost = True
     e.bursts.idle()
-    assert e.signals() == [] and not e.bursts.busy
+    assert e.signals() == [] and not e.bursts.pending
 
 
 def test_a_failing_signal_loses_the_device_once_and_clears_the_burst() -> None:
@@ -114,7 +114,7 @@ def test_a_failing_signal_loses_the_device_once_and_clears_the_burst() -> None:
     e.bursts.run(0, None, None, 1)
     e.bursts.run(1, None, None, 2)
     e.bursts.idle()
-    assert e.lost == [boom] and not e.bursts.busy
+    assert e.lost == [boom] and not e.bursts.pending
 
 
 def test_a_failing_item_is_neither_noted_nor_signalled() -> None:
