@@ -5,7 +5,7 @@ is its ``Backend``.  This module declares every member the device calls, so
 that a new driver is written against one list, and the device never has to
 ask a backend what it happens to have:
 
-* ``Backend``, the ABC: open facts, the submission items, signalling, stop
+* ``Backend``, the ABC: open facts, the submission items, the pure engine's lanes, stop
   and close, memory and images (the last three optional: an unsupported one
   raises ``ArigTypeError``);
 * ``Submitter``, what takes submissions (the submit thread, or an engine);
@@ -45,6 +45,7 @@ import numpy as np
 
 from ._errors import ArigTypeError, safe_repr
 from ._memory import Buffer, Image
+from ._pure import Lane
 from ._submit import SubmitThread
 from ._timeline import Timeline
 from .queue import AdoptedQueue, Queue
@@ -207,15 +208,18 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
-        """Call the fill on queue ``qi``; raise to lose the device."""
+        """Run one item of value ``v`` on queue ``qi``; raise to lose the device.
 
-    @abc.abstractmethod
-    def signal(self, qi: int, v: int) -> None:
-        """Arrange ``timeline.report(qi, v)`` once queue ``qi``'s work so far has completed."""
+        The pure engine runs every item through it; an engine that signals by itself
+        (the native core) hands it only Python fills, each at its place in the engine's order."""
 
-    def mark(self, qi: int, v: int) -> None:
-        """After each fill: record cheaply that ``v`` follows the work so far on
-        queue ``qi`` (progress between signals).  Optional."""
+    def lanes(self) -> Sequence[Lane] | None:
+        """Once, before the first item: the pure engine's lane operations, lane ``qi`` being queue
+        ``qi``'s (``arig._pure.Lane``: ``note`` after each item, ``signal`` at the end of a burst).
+
+        None (the default): the backend's engine reports completions by itself, and the
+        submit thread only hands it Python fills (``call_fill``)."""
+        return None
 
     def abort(self) -> None:
         """The device is lost: unblock whatever waits on the driver.  Loop thread; must not block."""

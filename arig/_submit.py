@@ -11,6 +11,12 @@ loop side increments ``_put``, the thread increments ``_taken``; when the
 difference reaches the limit the loop sets ``_space_wanted`` and re-checks,
 and the thread checks that flag after every increment (set-then-check on
 both sides, so no wake-up is lost).
+
+The thread runs items but does not decide when their values are signalled:
+on the pure engine that is ``arig._pure.Bursts``' job (told when the queue
+runs dry, when a control comes and at stop); an engine that signals by
+itself (the native core) only has its Python fills run here, each at its
+gate (``Backend.call_fill``).
 """
 
 from __future__ import annotations
@@ -23,13 +29,32 @@ from typing import Any
 
 from ._errors import ArigError, DeviceLost, DeviceStopped, OpenError, describe
 from ._port import port_of
+from ._pure import Bursts
 
 __all__ = ["SubmitThread", "Control"]
 
-#: Signal at least once per this many fills, even while more are waiting.
-BURST = 32
-
 _STOP = object()
+
+
+class _Gate:
+    """What runs items for a backend whose engine signals by itself (the native core): each item is
+    a Python fill that the engine waits for at its place (``call_fill``, the gate), and there is
+    never anything to signal."""
+
+    __slots__ = ("run", "pending")
+
+    def __init__(self, call_fill: Callable[[int, Any, Any, int], None]) -> None:
+        self.run = call_fill
+        self.pending: dict[int, int] = {}  # always empty: the engine signals by itself
+
+    def idle(self) -> None:
+        pass
+
+    def before_control(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
 
 
 class Control:
@@ -155,55 +180,46 @@ class SubmitThread:
 
     def _loop_fills(self, backend: Any) -> None:
         q = self._q
-        pending: dict[int, int] = {}  # queue -> last value filled but not yet signalled
-        burst = 0
+        engine = self._engine_of(backend)
+        run, pending = engine.run, engine.pending
         while True:
-            if pending:
+            if pending:  # values wait for their signal: learn at once when the queue runs dry
                 try:
                     item = q.get_nowait()
                 except _queue.Empty:
-                    self._signal(backend, pending)
-                    burst = 0
+                    engine.idle()
                     continue
             else:
                 item = q.get()
             if item is _STOP:
-                self._signal(backend, pending)
+                engine.stop()
                 return
             if item is None:
                 continue
             if type(item) is Control:
-                self._signal(backend, pending)
-                burst = 0
+                engine.before_control()
                 self._control(item)
                 continue
             qi, fill, arg, v = item
             if not self.failed:
                 try:
-                    backend.call_fill(qi, fill, arg, v)
-                    backend.mark(qi, v)
-                    pending[qi] = v
+                    run(qi, fill, arg, v)
                 except BaseException as exc:  # noqa: BLE001 - loses the device
-                    self._fail(exc)
+                    self.lose(exc)
             item = fill = arg = None  # hold no fill or arg while idle: the timeline keeps them
             self._taken += 1
             if self._space_wanted:
                 self._post(self.wake_space)
-            burst += 1
-            if burst >= BURST:
-                self._signal(backend, pending)
-                burst = 0
 
-    def _signal(self, backend: Any, pending: dict[int, int]) -> None:
-        if not pending:
-            return
-        if not self.failed:
-            try:
-                for qi, v in pending.items():
-                    backend.signal(qi, v)
-            except BaseException as exc:  # noqa: BLE001
-                self._fail(exc)
-        pending.clear()
+    def _engine_of(self, backend: Any) -> Bursts | _Gate:
+        """The pure engine over the backend's lanes, or the gate of an engine that signals by itself."""
+        lanes = backend.lanes()
+        if lanes is None:
+            return _Gate(backend.call_fill)
+        return Bursts(backend.call_fill, lanes, self._lost, self.lose)
+
+    def _lost(self) -> bool:
+        return self.failed
 
     def _control(self, item: Control) -> None:
         if self.failed and not item.when_lost:
@@ -220,7 +236,8 @@ class SubmitThread:
         if item.future is not None:
             self._post(_set_result, item.future, result)
 
-    def _fail(self, exc: BaseException) -> None:
+    def lose(self, exc: BaseException) -> None:
+        """The device is lost (submit thread): skip what follows and tell the timeline."""
         self.failed = True
         if self.cause is None:
             self.cause = exc

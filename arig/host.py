@@ -5,6 +5,13 @@ Its queue is an ordered worker thread (a fill calls ``queue.enqueue(fn,
 once the work enqueued before the signal has run.  It goes through the same
 submit thread, timeline, back-pressure and loss as the GPU devices, so the
 whole machinery is tested on any machine.
+
+It runs on the pure engine (``arig._pure``) always: each queue is one of its
+lanes, and reports from its own worker, so no watcher thread is needed.
+
+Threads: a fill (submit thread) calls ``HostQueue.enqueue``; the pure engine
+calls ``note`` and ``signal`` on the submit thread; each queue's worker runs
+the work and reports; ``HostBackend.prepare`` and ``abort`` run on the loop.
 """
 
 from __future__ import annotations
@@ -36,7 +43,9 @@ def _fill_error(code: int, v: int) -> BaseException:
 
 
 class HostQueue:
-    """The ordered worker a host device's fills enqueue on."""
+    """The ordered worker a host device's fills enqueue on; a lane of the pure engine (``arig._pure.Lane``).
+
+    ``note``: the watchdog's progress callback (None: no watchdog, and a note costs nothing)."""
 
     def __init__(
         self,
@@ -48,6 +57,7 @@ class HostQueue:
     ) -> None:
         self.index = index
         self._note = note
+        self.notes = note is not None
         self._items: _queue.SimpleQueue[Any] = _queue.SimpleQueue()
         self._room = threading.Semaphore(depth)
         self._report = report
@@ -80,11 +90,13 @@ class HostQueue:
         self._items.put(item)
 
     def signal(self, v: int) -> None:
+        """The worker reports ``v`` once the work enqueued before has run."""
         self._put((None, v))
 
-    def mark(self, v: int) -> None:
-        """Note ``v``'s completion without waking the loop (for the hang watchdog)."""
-        self._put((False, v))
+    def note(self, v: int) -> None:
+        """The worker notes ``v``'s progress without waking the loop (only the hang watchdog needs it)."""
+        if self._note is not None:
+            self._put((False, v))
 
     def abort(self) -> None:
         self._aborted = True
@@ -110,7 +122,7 @@ class HostQueue:
                 self._report(self.index, args)
                 continue
             if fn is False:
-                if self._note is not None:
+                if self._note is not None:  # note() puts none without a callback
                     self._note(self.index, args)
                 continue
             try:
@@ -154,7 +166,9 @@ class HostBackend(Backend):
         super().bind(timeline, post)
         # One at a time into the list: if a worker cannot start, close() still ends those that did.
         for i in range(self._nqueues):
-            self._queues.append(HostQueue(i, self._depth, timeline.report, timeline.fail_threadsafe, timeline.note_progress))
+            # Progress between signals matters only to the hang watchdog.
+            note = timeline.note_progress if self.hang_ms is not None else None
+            self._queues.append(HostQueue(i, self._depth, timeline.report, timeline.fail_threadsafe, note))
         self.queue_handles = list(self._queues)
 
     def prepare(self, fill: Any, arg: Any) -> Any:
@@ -170,12 +184,8 @@ class HostBackend(Backend):
         if r is not None:
             fill_result(r, v, _fill_error)
 
-    def signal(self, qi: int, v: int) -> None:
-        self._queues[qi].signal(v)
-
-    def mark(self, qi: int, v: int) -> None:
-        if self.hang_ms is not None:  # progress between signals matters only to the watchdog
-            self._queues[qi].mark(v)
+    def lanes(self) -> list[HostQueue]:
+        return self._queues
 
     def abort(self) -> None:
         for q in self._queues:

@@ -60,10 +60,27 @@ class _RaisingBackend(HostBackend):
             raise self._failure
         super().call_fill(qi, fill, arg, v)
 
-    def signal(self, qi: int, v: int) -> None:
-        if self._where == "driver signal" and v >= 2:
+    def lanes(self) -> Any:
+        queues = super().lanes()
+        if self._where != "driver signal":
+            return queues
+        return [_RaisingLane(q, self._failure) for q in queues]
+
+
+class _RaisingLane:
+    """A host queue as the pure engine's lane, whose signal raises ``failure`` from value 2 on."""
+
+    def __init__(self, queue: Any, failure: BaseException) -> None:
+        self._queue, self._failure = queue, failure
+        self.notes = queue.notes
+
+    def note(self, v: int) -> None:
+        self._queue.note(v)
+
+    def signal(self, v: int) -> None:
+        if v >= 2:
             raise self._failure
-        super().signal(qi, v)
+        self._queue.signal(v)
 
 
 class _RaisingOpener:

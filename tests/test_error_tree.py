@@ -121,12 +121,19 @@ class _Bare(Backend):
     arch = "bare"
     facts: dict[str, Any] = {}
     queue_handles = [None]
+    notes = False  # as its own lane: it shows no progress between signals
 
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
         fill(None, arg, v)
 
-    def signal(self, qi: int, v: int) -> None:
-        self.timeline.report(qi, v)
+    def lanes(self) -> list[_Bare]:
+        return [self]  # its one queue is its own lane: done as soon as it is signalled
+
+    def note(self, v: int) -> None:
+        pass
+
+    def signal(self, v: int) -> None:
+        self.timeline.report(0, v)
 
     def close(self) -> None:
         pass

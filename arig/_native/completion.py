@@ -239,11 +239,9 @@ class NativeCompletion:
         if r is not None:
             fill_result(r, v, _fill_error)
 
-    def mark(self, qi: int, v: int) -> None:
-        pass  # the core signals
-
-    def signal(self, qi: int, v: int) -> None:
-        pass
+    def lanes(self) -> None:
+        """None: the core reports completions by itself, the pure engine has no lanes to run."""
+        return None
 
     def stop_thread(self) -> None:
         """Stop the native thread (submit thread, at close): nothing is launched after this."""

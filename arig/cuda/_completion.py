@@ -10,8 +10,8 @@ the same shape, so the backend never asks which one it holds:
   ``mark_item``, ``join_item``).  A ``Launch`` is the exception: its item is
   the core record it carries, on either engine (the pure one runs that
   record in Python), so that the hottest submission costs no engine call;
-* the submit thread: ``call_fill``, ``mark``, ``signal``, ``stop_thread``,
-  ``stats`` and ``close``.
+* the submit thread: ``call_fill``, ``lanes``, ``stop_thread``, ``stats``
+  and ``close``.
 
 ``CudaNativeCompletion`` (the native core, ``arig/_native/core.c``; its loop side is
 ``arig._native.completion``, shared with the NV device)
@@ -23,15 +23,16 @@ the same shape, so the backend never asks which one it holds:
     their place in the ring: the core stops at them and opens a gate for the
     device's Python submit thread (``py_begin``/``py_end``).
 
-``PureCompletion`` (the pure engine: ``ARIG_PURE=1``, or no native core)
-    The Python submit thread runs every fill; after each fill it has the
-    GPU write the lane's word (where stream memory operations exist; without
-    them, each fill gets its own host function, so that a burst of long work
-    shows progress), and after each burst it enqueues libc's ``sem_post`` as
-    a host function (GIL-free).  One waiter
-    thread per lane sleeps in ``sem_timedwait`` and reports.  Without stream
-    memory operations the values signalled are kept in order, and each post
-    of the host function, never anything else, reaches the next one.
+``PureCompletion`` (the pure engine, ``arig._pure``: ``ARIG_PURE=1``, or no native core)
+    The Python submit thread runs every fill; the engine decides when to
+    note and signal, and these lanes say how: a note has the GPU write the
+    lane's word (where stream memory operations exist; without them, each
+    fill gets its own host function, so that a burst of long work shows
+    progress), a signal enqueues libc's ``sem_post`` as a host function
+    (GIL-free).  One watcher thread per lane (``arig._pure.Watcher``) sleeps
+    in ``sem_timedwait`` and reports.  Without stream memory operations the
+    values signalled are kept in order, and each post of the host function,
+    never anything else, reaches the next one.
 
 Either way a value is reached only once the GPU ran every work before it:
 the GPU's own write, or a host function that the stream runs after that
@@ -39,14 +40,13 @@ work.  No wake-up, timeout or poll is ever taken for a completion.
 
 Threads: ``attach``, ``detach``, ``on_wake``, ``put``, ``abort`` and the
 ``*_item`` methods run on the event loop and call no libcuda function;
-``call_fill``, ``mark``, ``signal`` and ``close`` run on the Python submit
-thread.
+``call_fill``, the lanes' ``note`` and ``signal``, and ``close`` run on the
+Python submit thread.
 """
 
 from __future__ import annotations
 
 import ctypes
-import threading
 import time
 from collections import deque
 from ctypes import byref, c_int
@@ -56,6 +56,7 @@ from typing import Any, Protocol
 from .._memory import never_free
 from .. import _native
 from .._engine import NATIVE, PURE, Engine, no_fill
+from .._pure import FAULT_POLL, Watcher
 from .._native import CFILL, GRAPH, JOIN, MARK, PY, LaunchRecord
 from .._native.completion import IDLE_SPIN_NS, NativeCompletion
 from .._libc import SEM_POST, Timespec, name_thread, new_semaphore, sem_destroy, sem_post, sem_timedwait
@@ -65,8 +66,6 @@ from ._lib import FILL, CudaError, check, lib
 
 __all__ = ["CudaNativeCompletion", "PureCompletion", "Completion", "open_completion", "FAULT_POLL"]
 
-#: Seconds without progress, while work is outstanding, before the driver is asked for a fault.
-FAULT_POLL = 0.02
 CUDA_ERROR_NOT_READY = 600
 
 
@@ -157,26 +156,27 @@ _MARK = (MARK, 0, 0, 0)
 
 
 class _PureLane:
-    """One queue of the pure path: its stream, its word, its semaphore and its waiter thread.
+    """One CUDA lane of the pure engine (``arig._pure``): its stream, its word and its semaphore.
 
-    The submit thread calls ``mark`` and ``signal``; the waiter thread runs ``run``.
+    A ``Lane`` for the submit thread (``note``, ``signal``) and a ``Watched`` lane for its watcher
+    thread (``thread_start``, ``wait``, ``reached``, ``check_fault``; ``halt`` from any thread).
     """
 
-    def __init__(self, owner: Any, qi: int, stream: int, word: int, word_dev: int, memops: bool) -> None:
-        self.owner, self.qi, self.stream, self.word_dev, self.memops = owner, qi, stream, word_dev, memops
+    def __init__(self, owner: Any, qi: int, stream: int, word: int, word_dev: int, memops: bool, ctx: int) -> None:
+        self.owner, self.qi, self.stream, self.word_dev, self.memops, self.ctx = owner, qi, stream, word_dev, memops, ctx
         self.word = ctypes.c_uint64.from_address(word)
         self.sem = new_semaphore()
+        self._sem_at = ctypes.addressof(self.sem)
         self.signalled = 0  # submit thread: last value signalled
-        self.seen = 0  # waiter: last value reported
+        self.notes = True  # a note is what shows progress between host functions
         self.values: deque[int] = deque()  # without memops: values in host-function order
-        self.closing = False
-        self.thread: threading.Thread | None = None
+        self._ts = Timespec()  # the watcher's deadline
 
     # -- the submit thread -----------------------------------------------------------
-    def mark(self, v: int) -> None:
-        # The GPU writes v once the fill's work is done: progress shows between
-        # host functions (the waiter's poll reads it, and so the hang watchdog).
-        # Without stream memory operations, each fill's own host function tells it.
+    def note(self, v: int) -> None:
+        # The GPU writes v once the item's work is done: progress shows between
+        # host functions (the watcher reads it, and so the hang watchdog).
+        # Without stream memory operations, each item's own host function tells it.
         if self.memops:
             check(lib.cuStreamWriteValue64_v2(self.stream, self.word_dev, v, 0), "cuStreamWriteValue64")
         else:
@@ -184,70 +184,59 @@ class _PureLane:
 
     def signal(self, v: int) -> None:
         if v == self.signalled:
-            return  # its host function is enqueued already (mark)
+            return  # its host function is enqueued already (note)
         if not self.memops:
             self.values.append(v)  # before the host function exists: its post finds it
-        rc = lib.cuLaunchHostFunc(self.stream, SEM_POST, ctypes.addressof(self.sem))
+        rc = lib.cuLaunchHostFunc(self.stream, SEM_POST, self._sem_at)
         if rc:
             if not self.memops:
                 self.values.pop()
             raise CudaError.of(rc, "cuLaunchHostFunc")
         self.signalled = v
 
-    # -- the waiter thread ---------------------------------------------------------
-    def start(self, ctx: int) -> None:
-        self.thread = threading.Thread(target=self.run, args=(ctx,), name=f"arig-cuda-wait-{self.owner.name}-{self.qi}", daemon=True)
-        self.thread.start()
-
-    def run(self, ctx: int) -> None:
+    # -- the watcher thread ----------------------------------------------------------
+    def thread_start(self) -> None:
         name_thread(f"arig-wait-{self.qi}")
-        lib.cuCtxSetCurrent(ctx)
+        lib.cuCtxSetCurrent(self.ctx)
         mode = c_int(2)  # CU_STREAM_CAPTURE_MODE_RELAXED: its cuStreamQuery must not break users' captures
         if lib.has("cuThreadExchangeStreamCaptureMode"):
             lib.cuThreadExchangeStreamCaptureMode(byref(mode))
-        sem = ctypes.addressof(self.sem)
-        ts = Timespec()
-        tl = self.owner.timeline
-        while True:
-            # Always the short period: the submit thread never posts the semaphore itself (a
-            # post is a completion, without stream memory operations), so new work is noticed here.
-            deadline = time.time() + FAULT_POLL
-            ts.tv_sec = int(deadline)
-            ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
-            posted = sem_timedwait(sem, byref(ts)) == 0
-            if self.closing:
-                return
-            v = 0
-            if self.memops:
-                v = self.word.value  # written by the GPU only
-            elif posted and self.values:
-                v = self.values.popleft()  # this post is the host function's, after v's work
-            if v > self.seen:
-                self.seen = v
-                tl.report(self.qi, v)
-            elif not posted and self.seen < self.signalled:
-                rc = lib.cuStreamQuery(self.stream)
-                if rc not in (0, CUDA_ERROR_NOT_READY):
-                    tl.fail_threadsafe(CudaError.of(rc, f"work on queue {self.qi} of {self.owner.name} (found by cuStreamQuery)"))
-                    return
 
-    def stop(self) -> None:
-        self.closing = True
+    def wait(self, timeout: float) -> bool:
+        ts = self._ts
+        deadline = time.time() + timeout
+        ts.tv_sec = int(deadline)
+        ts.tv_nsec = int((deadline - ts.tv_sec) * 1e9)
+        return bool(sem_timedwait(self._sem_at, byref(ts)) == 0)
+
+    def reached(self, posted: bool) -> int:
+        if self.memops:
+            return self.word.value  # written by the GPU only
+        if posted and self.values:
+            return self.values.popleft()  # this post is the host function's, after the value's work
+        return 0
+
+    def check_fault(self) -> BaseException | None:
+        rc = lib.cuStreamQuery(self.stream)
+        if rc in (0, CUDA_ERROR_NOT_READY):
+            return None
+        return CudaError.of(rc, f"work on queue {self.qi} of {self.owner.name} (found by cuStreamQuery)")
+
+    def halt(self) -> None:
         sem_post(self.sem)
-        if self.thread is not None:
-            self.thread.join(timeout=2.0)
 
 
 class PureCompletion:
-    """Python threads: the submit thread runs every fill and signals, one waiter thread per
-    lane reports.  Items are ``(callable, arg)`` pairs for the submit thread."""
+    """The pure engine on a CUDA device: the submit thread runs every item (``arig._pure.Bursts``
+    over these lanes), one watcher thread per lane reports.  Items are ``(callable, arg)`` pairs."""
 
     name = PURE
 
     def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> None:
-        self._ctx = ctx
+        self._owner = owner
         self._memops = memops
-        self._lanes = [_PureLane(owner, q, s, words + 8 * q, word_dev + 8 * q, memops) for q, s in enumerate(streams)]
+        self._lanes = [_PureLane(owner, q, s, words + 8 * q, word_dev + 8 * q, memops, ctx) for q, s in enumerate(streams)]
+        self._watchers: list[Watcher] = []
         self.open = True
 
     @property
@@ -256,8 +245,11 @@ class PureCompletion:
 
     # -- loop thread ---------------------------------------------------------------
     def attach(self, loop: Any, limit: int) -> None:
+        tl, name = self._owner.timeline, self._owner.name
         for lane in self._lanes:
-            lane.start(self._ctx)
+            w = Watcher(lane, f"arig-cuda-wait-{name}-{lane.qi}", tl.report, tl.fail_threadsafe)
+            self._watchers.append(w)  # before it starts: stop_thread ends every one that did
+            w.start()
 
     def abort(self) -> None:
         pass
@@ -266,7 +258,7 @@ class PureCompletion:
         pass
 
     def add_join_lane(self) -> None:
-        pass  # every lane has its waiter thread from the start
+        pass  # every lane has its watcher thread from the start
 
     def submitter(self, submit_thread: Any) -> Any:
         return submit_thread  # it runs every fill
@@ -301,15 +293,13 @@ class PureCompletion:
         else:
             _fill_result(fill(stream, arg, v), v)
 
-    def mark(self, qi: int, v: int) -> None:
-        self._lanes[qi].mark(v)
-
-    def signal(self, qi: int, v: int) -> None:
-        self._lanes[qi].signal(v)
+    def lanes(self) -> list[_PureLane]:
+        return self._lanes
 
     def stop_thread(self) -> None:
-        for lane in self._lanes:
-            lane.stop()
+        for w in self._watchers:
+            w.stop()
+        self._watchers = []
 
     def stats(self) -> dict[str, int]:
         return {}

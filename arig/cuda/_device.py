@@ -430,13 +430,9 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         assert self.completion is not None
         self.completion.call_fill(self._streams[qi], fill, arg, v)
 
-    def mark(self, qi: int, v: int) -> None:
+    def lanes(self) -> Any:
         assert self.completion is not None
-        self.completion.mark(qi, v)
-
-    def signal(self, qi: int, v: int) -> None:
-        assert self.completion is not None
-        self.completion.signal(qi, v)
+        return self.completion.lanes()
 
     # -- the end -------------------------------------------------------------------
     def close(self) -> None:

@@ -144,7 +144,7 @@ class NvBackend(Backend):
         super().bind(timeline, post)
         self.memory.bind(timeline, post)
         assert self.events is not None
-        self.events.bind(self._on_wake)
+        self.events.watch(self._on_wake)
 
     def submitter(self, st: Any, limit: int) -> Any:
         """Loop thread, at open: the native core takes submissions."""
@@ -193,9 +193,6 @@ class NvBackend(Backend):
     def call_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
         assert self.completion is not None
         self.completion.call_fill(self.queue_handles[qi], fill, arg, v)  # at its place in the core's ring
-
-    def signal(self, qi: int, v: int) -> None:
-        """Nothing: the native core releases its values itself."""
 
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
         return self.memory.alloc(nbytes, kind)

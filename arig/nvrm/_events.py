@@ -49,7 +49,7 @@ class DriverEvents:
         self._fd_lock = threading.Lock()  # the fd is closed once, by whichever thread comes first
 
     # -- loop thread ---------------------------------------------------------------------
-    def bind(self, on_wake: Callable[[], None]) -> None:
+    def watch(self, on_wake: Callable[[], None]) -> None:
         self._loop = asyncio.get_running_loop()
         self._port = port_of(self._loop)
         self._port.add_reader(self.fd, on_wake)
