@@ -1,4 +1,4 @@
-"""The NV device on the native core (``core.c``'s "NV channels"), over ``arig.testing.FakeNvrm``.
+"""The NV device on the native core (its NV lanes and GPFIFO channel, ``lanes_nv.c`` and ``nv_channel.c``), over ``arig.testing.FakeNvrm``.
 
 What the core does in C: the pushbuffer words it patches numbers into (each
 must equal what ``arig.nvrm._push`` writes), compiled fills through the
@@ -106,7 +106,7 @@ NBYTES = st.integers(1, (1 << 31) - 1)
 
 
 def _patched(t: arig._native.NvTemplate, a: int = 0, b: int = 0, c: int = 0) -> list[int]:
-    """The words ``core.c``'s ``nv_patch`` makes of ``t`` with ``a``, ``b``, ``c`` patched in."""
+    """The words ``nv_channel.c``'s ``nv_patch`` makes of ``t`` with ``a``, ``b``, ``c`` patched in."""
     libs = arig._native.library()
     assert libs is not None
     out = (c_uint32 * arig._native.NvTemplate.WORDS)()

@@ -1,4 +1,4 @@
-"""The native core (``core.c``): a device's submit and completion thread in C.
+"""The native core (``core.c`` and the lane operations beside it): a device's submit and completion thread in C.
 
 The library is plain C (no Python headers), built when arig is installed
 (``pip install .`` compiles it as an optional extension) and loaded here
@@ -6,7 +6,7 @@ with ctypes.  Where it was not built (no C compiler) or ``ARIG_PURE=1``,
 ``library()`` returns None and devices use the pure-Python path; ``status()``
 says which is active and why.
 
-Which thread may call what (see ``core.c`` for the C side):
+Which thread may call what (see ``core.h`` and ``core_api.c`` for the C side):
 
 * the event loop: ``Core.push``, ``pending``, ``want_space``, ``arm``,
   ``reached``, ``fault``, ``due``, and ``loop_spin``; these go through
@@ -90,7 +90,7 @@ class LaunchRecord(ctypes.Structure):
 
 
 class NvTemplate(ctypes.Structure):
-    """``struct arig_nv_tmpl``: pushbuffer words and where numbers are patched in (see core.c)."""
+    """``struct arig_nv_tmpl``: pushbuffer words and where numbers are patched in (see nv_channel.h)."""
 
     WORDS = 24
     _fields_ = [("n", c_uint32), ("ix", c_int32 * 5), ("w", c_uint32 * 24)]
@@ -131,7 +131,7 @@ class NvLaunchRecord(ctypes.Structure):
     ]  # fmt: skip
 
 
-#: The NV functions' failure codes (core.c's NVE_*): what each means.
+#: The NV functions' failure codes (nv_channel.h's NVE_*): what each means.
 NV_ERRORS = {
     -100: "the channel's error notifier changed",
     -101: "a wait for the GPU (ring room) ran out of time",

@@ -9,10 +9,10 @@ ends of that lifetime cross the two threads, so they are written once here.
 
 The fd merges wakes and carries no identity: the words are the only truth.
 ``nvidia_poll`` clears the driver's pending flag on every poll, so the fd
-is registered once (:meth:`DriverEvents.bind`) and the words are read in the
+is registered once (:meth:`DriverEvents.watch`) and the words are read in the
 callback, after the selector's poll re-armed it.
 
-Threads: ``bind``, ``detach`` and the callbacks on the loop; ``quiesce``
+Threads: ``watch``, ``detach`` and the callbacks on the loop; ``quiesce``
 and ``close`` on the submit thread (``quiesce`` posts to the loop, through
 its port, and waits for it, bounded).
 """

@@ -17,7 +17,7 @@ from .._errors import ArigError, ArigValueError, DeviceHang, DeviceStopped, Fill
 
 __all__ = ["NvChannelError", "CHANNEL", "TIMEOUT", "HALTED", "call_error", "fault_error"]
 
-#: The codes with an exception of their own (core.c's NVE_CHANNEL, NVE_TIMEOUT, NVE_HALTED).
+#: The codes with an exception of their own (nv_channel.h's NVE_CHANNEL, NVE_TIMEOUT, NVE_HALTED).
 CHANNEL, TIMEOUT, HALTED = -100, -101, -102
 
 

@@ -1,6 +1,6 @@
 """An NV queue: what Python fills on an NV device receive, over the native core's ``arig_nvq``.
 
-The queue's submission state lives in the core (``core.c``'s ``arig_nvq``)
+The queue's submission state lives in the core (``nv_channel.h``'s ``arig_nvq``)
 because two threads submit to an NV device's channels: the core's native
 thread (prepared launches, marks, C fills, every value's release) and the
 device's Python submit thread (the channel's first pushbuffer at open,
