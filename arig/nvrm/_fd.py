@@ -30,7 +30,7 @@ import fcntl
 import mmap as _mmap
 import os
 
-from arig.nvrm import _params as P
+from arig.nvrm import _params
 
 __all__ = ["Driver", "driver", "open_file", "close", "ioctl", "rm_alloc", "rm_control", "rm_free",
            "PROT_NONE", "PROT_READ", "PROT_RW", "MAP_SHARED", "MAP_PRIVATE", "MAP_FIXED", "MAP_ANONYMOUS",
@@ -69,7 +69,7 @@ class Driver:
             return os.open(path, os.O_RDWR | os.O_CLOEXEC)
         except OSError as e:
             hint = " (is the NVIDIA kernel driver loaded?)" if e.errno == _errno.ENOENT else ""
-            raise P.DriverError(f"cannot open {path}: {e.strerror}{hint}", e.errno) from e
+            raise _params.DriverError(f"cannot open {path}: {e.strerror}{hint}", e.errno) from e
 
     def close(self, fd: int) -> None:
         """Close ``fd``, ignoring a failure: nothing useful can follow one."""
@@ -86,36 +86,36 @@ class Driver:
         """
         size = ctypes.sizeof(arg)
         try:
-            if size <= P.MAX_IOCTL_SIZE:
-                fcntl.ioctl(fd, P.iowr(nr, size), arg, True)
+            if size <= _params.MAX_IOCTL_SIZE:
+                fcntl.ioctl(fd, _params.iowr(nr, size), arg, True)
             else:
-                xfer = P.XferCmd(cmd=nr, size=size, ptr=ctypes.addressof(arg))
-                fcntl.ioctl(fd, P.iowr(P.NV_ESC_IOCTL_XFER_CMD, ctypes.sizeof(xfer)), xfer, True)
+                xfer = _params.XferCmd(cmd=nr, size=size, ptr=ctypes.addressof(arg))
+                fcntl.ioctl(fd, _params.iowr(_params.NV_ESC_IOCTL_XFER_CMD, ctypes.sizeof(xfer)), xfer, True)
         except OSError as e:
-            raise P.DriverError(f"{what}: the kernel driver failed the ioctl: {e.strerror}", e.errno) from e
+            raise _params.DriverError(f"{what}: the kernel driver failed the ioctl: {e.strerror}", e.errno) from e
 
     def uvm_ioctl(self, fd: int, nr: int, params: _Buffer, what: str) -> None:
         """Send UVM ioctl ``nr`` (a plain number: UVM's carry no size) with ``params`` in place."""
         try:
             fcntl.ioctl(fd, nr, params, True)
         except OSError as e:
-            raise P.DriverError(f"{what}: uvm ioctl {nr} failed: {e.strerror}", e.errno) from e
+            raise _params.DriverError(f"{what}: uvm ioctl {nr} failed: {e.strerror}", e.errno) from e
 
     def mmap(self, addr: int, size: int, prot: int, flags: int, fd: int = -1) -> int:
         """libc mmap at ``addr`` (0: anywhere); the address, which is ``addr`` where one was asked."""
         got = _libc.mmap(addr, size, prot, flags, fd, 0)
         if got in (None, _MAP_FAILED):
             err = ctypes.get_errno()
-            raise P.DriverError(f"mmap({addr:#x}, {size:#x}): {os.strerror(err)}", err)
+            raise _params.DriverError(f"mmap({addr:#x}, {size:#x}): {os.strerror(err)}", err)
         if addr and got != addr:
             _libc.munmap(got, size)
-            raise P.DriverError(f"mmap gave {got:#x}, not the asked {addr:#x}")
+            raise _params.DriverError(f"mmap gave {got:#x}, not the asked {addr:#x}")
         return int(got)
 
     def munmap(self, addr: int, size: int) -> None:
         if _libc.munmap(addr, size) != 0:
             err = ctypes.get_errno()
-            raise P.DriverError(f"munmap({addr:#x}, {size:#x}): {os.strerror(err)}", err)
+            raise _params.DriverError(f"munmap({addr:#x}, {size:#x}): {os.strerror(err)}", err)
 
     def proc_version(self) -> str:
         """The driver's /proc version text, or "" where it cannot be read."""
@@ -141,31 +141,31 @@ class Driver:
         The handle is left for the RM to pick (0), so the process's handles
         never clash with those other libraries in the process pick.
         """
-        arg = P.Nvos21(hRoot=client, hObjectParent=parent, hClass=cls)
+        arg = _params.Nvos21(hRoot=client, hObjectParent=parent, hClass=cls)
         if params is not None:
             arg.pAllocParms = ctypes.addressof(params)
             arg.paramsSize = ctypes.sizeof(params)
-        self.ioctl(ctl, P.NV_ESC_RM_ALLOC, arg, what)
-        P.check_status(what, arg.status)
+        self.ioctl(ctl, _params.NV_ESC_RM_ALLOC, arg, what)
+        _params.check_status(what, arg.status)
         return int(arg.hObjectNew)
 
     def rm_control(self, ctl: int, client: int, obj: int, cmd: int, params: _Buffer, what: str = "") -> None:
         """Run control ``cmd`` on ``obj``, filling ``params`` in place."""
         what = what or f"RM control 0x{cmd:08X}"
-        arg = P.Nvos54(hClient=client, hObject=obj, cmd=cmd, params=ctypes.addressof(params), paramsSize=ctypes.sizeof(params))
-        self.ioctl(ctl, P.NV_ESC_RM_CONTROL, arg, what)
-        P.check_status(what, arg.status)
+        arg = _params.Nvos54(hClient=client, hObject=obj, cmd=cmd, params=ctypes.addressof(params), paramsSize=ctypes.sizeof(params))
+        self.ioctl(ctl, _params.NV_ESC_RM_CONTROL, arg, what)
+        _params.check_status(what, arg.status)
 
     def rm_free(self, ctl: int, client: int, parent: int, obj: int, what: str = "RM free") -> None:
         """Free an RM object and everything under it."""
-        arg = P.Nvos00(hRoot=client, hObjectParent=parent, hObjectOld=obj)
-        self.ioctl(ctl, P.NV_ESC_RM_FREE, arg, what)
-        P.check_status(what, arg.status)
+        arg = _params.Nvos00(hRoot=client, hObjectParent=parent, hObjectOld=obj)
+        self.ioctl(ctl, _params.NV_ESC_RM_FREE, arg, what)
+        _params.check_status(what, arg.status)
 
     def uvm(self, fd: int, nr: int, params: _Buffer, what: str) -> None:
         """A UVM ioctl whose status (``rmStatus``) is the RM's: a refusal is RmError."""
         self.uvm_ioctl(fd, nr, params, what)
-        P.check_status(what, params.rmStatus)  # type: ignore[union-attr]
+        _params.check_status(what, params.rmStatus)  # type: ignore[union-attr]
 
 
 #: The driver every call of arig.nvrm goes through; a fake driver replaces this one object.
@@ -196,5 +196,5 @@ def rm_free(ctl: int, client: int, parent: int, obj: int) -> None:
     """:meth:`Driver.rm_free`, its errors swallowed: for the way out of a failure, whose first error is the one to report."""
     try:
         driver.rm_free(ctl, client, parent, obj)
-    except (P.DriverError, P.RmError):
+    except (_params.DriverError, _params.RmError):
         pass

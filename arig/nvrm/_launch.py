@@ -16,8 +16,8 @@ from typing import Any
 from .. import _native
 from .._errors import ArigValueError
 from .._launchspec import Args, LaunchSpec, ParamLayout
-from . import _push as pb
-from . import _qmd as q
+from . import _push
+from . import _qmd
 from ._images import _KERNELS as _KERNELS  # the registry, where arig.testing.fake_nvrm's GPU looks kernels up
 from ._images import LoadedKernel, kernel_of
 
@@ -33,7 +33,7 @@ SLOT_ALIGN = 256
 #: The words of one launch: WAIT_FOR_IDLE (the queue's earlier grids end first, as on a CUDA
 #: stream: without it two launches of one queue run at once), INVALIDATE_SHADER_CACHES_NO_WFI,
 #: SEND_PCAS_A (QMD >> 8), SEND_SIGNALING_PCAS2_B.
-_LAUNCH_TEMPLATE = pb.Push().wait_for_idle().invalidate_shader_caches().launch(0).words
+_LAUNCH_TEMPLATE = _push.Push().wait_for_idle().invalidate_shader_caches().launch(0).words
 _QMD_WORD = len(_LAUNCH_TEMPLATE) - 3  # SEND_PCAS_A's value: the QMD's address >> 8
 
 
@@ -44,8 +44,8 @@ def launch_template() -> tuple[list[int], int]:
 
 def _qmd_address_words() -> tuple[int, int, int]:
     """Where bank 0's address goes in a QMD: the word of (address >> 6), the word of (address >> 38), its mask."""
-    hi0, lo0 = q.FIELDS["CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)"]
-    hi1, lo1 = q.FIELDS["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0)"]
+    hi0, lo0 = _qmd.FIELDS["CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)"]
+    hi1, lo1 = _qmd.FIELDS["CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0)"]
     if lo0 % 32 or hi0 - lo0 != 31 or lo1 % 32 or hi1 - lo1 >= 32:
         raise AssertionError("the QMD's bank 0 address fields are not where the native core patches them")
     return lo0 // 32, lo1 // 32, (1 << (hi1 - lo1 + 1)) - 1
@@ -56,7 +56,7 @@ _CB0_WORDS = _qmd_address_words()
 
 def launch_words(qmd_address: int) -> list[int]:
     """The pushbuffer words that launch the QMD at ``qmd_address`` (256-byte aligned, below 2**40)."""
-    if qmd_address % 256 or not 0 <= qmd_address < pb.GPFIFO_ADDRESS_LIMIT:
+    if qmd_address % 256 or not 0 <= qmd_address < _push.GPFIFO_ADDRESS_LIMIT:
         raise ArigValueError(f"a QMD must be 256-byte aligned and below 2**40, not at {qmd_address:#x}")
     w = list(_LAUNCH_TEMPLATE)
     w[_QMD_WORD] = qmd_address >> 8
@@ -80,19 +80,19 @@ class Launch(LaunchSpec):
         super().__init__(func, grid, block, args, shared)
         loaded = self._loaded()
         k = loaded.kernel
-        if q.local_bytes_per_thread(k) > LOCAL_BYTES_PER_THREAD:
-            raise ArigValueError(f"kernel {k.name!r} needs {q.local_bytes_per_thread(k)} bytes of local memory per thread; the NV device provides {LOCAL_BYTES_PER_THREAD}")
+        if _qmd.local_bytes_per_thread(k) > LOCAL_BYTES_PER_THREAD:
+            raise ArigValueError(f"kernel {k.name!r} needs {_qmd.local_bytes_per_thread(k)} bytes of local memory per thread; the NV device provides {LOCAL_BYTES_PER_THREAD}")
         self.kernel, self.owner = k, loaded.owner
         # The cubin's parameter area may run past the last parameter: that tail is padding, zero.
         params = self.args + bytes(k.param_size - len(self.args))
-        self.cb0 = q.cbank0(k, self.grid, self.block, params, shared_window=pb.SHARED_WINDOW, local_window=pb.LOCAL_WINDOW)
+        self.cb0 = _qmd.cbank0(k, self.grid, self.block, params, shared_window=_push.SHARED_WINDOW, local_window=_push.LOCAL_WINDOW)
         self.qmd_offset = -(-len(self.cb0) // 256) * 256
-        fields = q.kernel_qmd(k, grid=self.grid, block=self.block, program_address=loaded.program_address,
+        fields = _qmd.kernel_qmd(k, grid=self.grid, block=self.block, program_address=loaded.program_address,
                               cbank0_address=0, cbank0_size=len(self.cb0), shared_bytes=self.shared)  # fmt: skip
-        self.slot_bytes = -(-(self.qmd_offset + q.QMD_BYTES) // SLOT_ALIGN) * SLOT_ALIGN
+        self.slot_bytes = -(-(self.qmd_offset + _qmd.QMD_BYTES) // SLOT_ALIGN) * SLOT_ALIGN
         image = bytearray(self.slot_bytes)
         image[: len(self.cb0)] = self.cb0
-        image[self.qmd_offset : self.qmd_offset + q.QMD_BYTES] = q.pack(fields)
+        image[self.qmd_offset : self.qmd_offset + _qmd.QMD_BYTES] = _qmd.pack(fields)
         self._image = bytes(image)
         # What the native core reads: the slot image, and where bank 0's address goes in its QMD.
         self._buf = ctypes.create_string_buffer(self._image, len(self._image))
@@ -122,7 +122,7 @@ class Launch(LaunchSpec):
         if address % SLOT_ALIGN:
             raise ArigValueError(f"a launch slot must be {SLOT_ALIGN}-byte aligned, not at {address:#x}")
         image = bytearray(self._image)
-        q.patch(image, {"CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)": (address >> 6) & 0xFFFFFFFF,
+        _qmd.patch(image, {"CONSTANT_BUFFER_ADDR_LOWER_SHIFTED6(0)": (address >> 6) & 0xFFFFFFFF,
                         "CONSTANT_BUFFER_ADDR_UPPER_SHIFTED6(0)": address >> 38}, self.qmd_offset)  # fmt: skip
         return bytes(image)
 

@@ -46,8 +46,8 @@ import threading
 
 from .._errors import OpenError
 from . import _fd
-from . import _exec_params as E
-from . import _params as P
+from . import _exec_params
+from . import _params
 from ._fd import MAP_ANONYMOUS, MAP_FIXED, MAP_FIXED_NOREPLACE, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ, PROT_RW
 from ._rmobjects import ACCEPTED_RELEASES, RESERVATIONS, VAMODE, Gpu, Process
 from ._undo import MIB, PAGE_2M, PAGE_4K, Mem, Undo, VaAllocator, _made_or_undone, round_up
@@ -148,20 +148,20 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def read_usage(bus: str, window: float) -> P.Usage:
+def read_usage(bus: str, window: float) -> _params.Usage:
     """The usage of the GPU at ``bus`` (the caller has checked it is active)."""
     p = client()
     gpu = p.rm_gpu(bus)
-    fb = P.FbInfoV2.asking([P.FB_RAM_SIZE, P.FB_HEAP_FREE])
-    p.control(gpu.subdevice, P.CTRL_FB_GET_INFO_V2, fb, "FB info")
-    util: P.UtilSamplesV2 | None = P.UtilSamplesV2.asking()
+    fb = _params.FbInfoV2.asking([_params.FB_RAM_SIZE, _params.FB_HEAP_FREE])
+    p.control(gpu.subdevice, _params.CTRL_FB_GET_INFO_V2, fb, "FB info")
+    util: _params.UtilSamplesV2 | None = _params.UtilSamplesV2.asking()
     try:
-        p.control(gpu.subdevice, P.CTRL_PERF_UTIL_SAMPLES_V2, util, "utilization samples")
-    except P.RmError as e:
+        p.control(gpu.subdevice, _params.CTRL_PERF_UTIL_SAMPLES_V2, util, "utilization samples")
+    except _params.RmError as e:
         if e.status_name != "NV_ERR_NOT_SUPPORTED":
             raise
         util = None  # this GPU's RM takes no samples: busy is None
-    return P.usage_of(fb, util, window)
+    return _params.usage_of(fb, util, window)
 
 
 def read_facts(bus: str) -> dict[str, object]:
@@ -192,32 +192,32 @@ class Gpfifo:
         self.notifier = g.sysmem_uncached(f"{pre}notifier", NOTIFIER_BYTES, cpu=True)
         notifier = self.notifier
         u.push(f"free {pre}notifier", lambda: _raise_failures(notifier.free()))
-        self.ring = g.vram(f"{pre}gpfifo", GPFIFO_ENTRIES * 8 + E.USERD_BYTES, contiguous=True)
+        self.ring = g.vram(f"{pre}gpfifo", GPFIFO_ENTRIES * 8 + _exec_params.USERD_BYTES, contiguous=True)
         ring = self.ring
         u.push(f"free {pre}gpfifo", lambda: _raise_failures(ring.free()))
         self.entries = GPFIFO_ENTRIES
         self.userd_offset = GPFIFO_ENTRIES * 8
-        cp = E.NvChannelAllocParams(hObjectError=self.notifier.handle, hObjectBuffer=self.ring.handle, gpFifoOffset=self.ring.va,
+        cp = _exec_params.NvChannelAllocParams(hObjectError=self.notifier.handle, hObjectBuffer=self.ring.handle, gpFifoOffset=self.ring.va,
                                     gpFifoEntries=GPFIFO_ENTRIES, hContextShare=ctxshare)  # fmt: skip
         cp.hUserdMemory[0] = self.ring.handle
         cp.userdOffset[0] = self.userd_offset
         self.channel = ch = p.alloc_undo(u, tsg, g.gpfifo_cls, cp, f"{pre}channel")
         self.engine = p.alloc_undo(u, ch, engine_cls, None, f"{what} object")
-        t = E.WorkSubmitTokenParams()
-        p.control(ch, E.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN, t, f"{pre}work submit token")
+        t = _exec_params.WorkSubmitTokenParams()
+        p.control(ch, _exec_params.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN, t, f"{pre}work submit token")
         self.token = int(t.workSubmitToken)
         va = p.va
         assert va is not None
         base = va.alloc(CHANNEL_UVM_BYTES, PAGE_2M)
         u.push(f"free {pre}channel VA range", lambda: va.free(base))
-        r = E.UvmRegisterChannelParams(rmCtrlFd=p.ctl, hClient=p.root, hChannel=ch, base=base, length=CHANNEL_UVM_BYTES)
+        r = _exec_params.UvmRegisterChannelParams(rmCtrlFd=p.ctl, hClient=p.root, hChannel=ch, base=base, length=CHANNEL_UVM_BYTES)
         ctypes.memmove(r.gpuUuid, g.uuid, 16)
-        p.uvm(p.uvm_fd, E.UVM_REGISTER_CHANNEL, r, f"UVM_REGISTER_CHANNEL ({what})")
+        p.uvm(p.uvm_fd, _exec_params.UVM_REGISTER_CHANNEL, r, f"UVM_REGISTER_CHANNEL ({what})")
 
         def unregister() -> None:
-            x = E.UvmUnregisterChannelParams(hClient=p.root, hChannel=ch)
+            x = _exec_params.UvmUnregisterChannelParams(hClient=p.root, hChannel=ch)
             ctypes.memmove(x.gpuUuid, g.uuid, 16)
-            p.uvm(p.uvm_fd, E.UVM_UNREGISTER_CHANNEL, x, f"UVM_UNREGISTER_CHANNEL ({what})")
+            p.uvm(p.uvm_fd, _exec_params.UVM_UNREGISTER_CHANNEL, x, f"UVM_UNREGISTER_CHANNEL ({what})")
 
         u.push(f"UVM unregister {pre}channel", unregister)
         self.notifier_base = b""
@@ -264,17 +264,17 @@ class Channel:
 
     def _make(self, copy: bool) -> None:
         g, p, u = self.gpu, self.gpu.p, self.undo
-        self.tsg = p.alloc_undo(u, g.device, E.KEPLER_CHANNEL_GROUP_A, E.NvChannelGroupAllocationParameters(engineType=E.NV2080_ENGINE_TYPE_GRAPHICS), "channel group")
-        self.ctxshare = p.alloc_undo(u, self.tsg, E.FERMI_CONTEXT_SHARE_A,
-                                     E.NvCtxshareAllocationParameters(hVASpace=g.vaspace, flags=E.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC), "context share")  # fmt: skip
+        self.tsg = p.alloc_undo(u, g.device, _exec_params.KEPLER_CHANNEL_GROUP_A, _exec_params.NvChannelGroupAllocationParameters(engineType=_exec_params.NV2080_ENGINE_TYPE_GRAPHICS), "channel group")
+        self.ctxshare = p.alloc_undo(u, self.tsg, _exec_params.FERMI_CONTEXT_SHARE_A,
+                                     _exec_params.NvCtxshareAllocationParameters(hVASpace=g.vaspace, flags=_exec_params.NV_CTXSHARE_ALLOCATION_FLAGS_SUBCONTEXT_ASYNC), "context share")  # fmt: skip
         self.fifo = f = Gpfifo(g, self.tsg, self.ctxshare, g.compute_cls, "compute", u)
         self.notifier, self.ring, self.entries, self.userd_offset = f.notifier, f.ring, f.entries, f.userd_offset
         self.channel, self.compute, self.token = f.channel, f.engine, f.token
         if copy:
             if g.copy_cls is None:
-                raise OpenError(f"GPU {g.bus} offers no copy engine class arig knows ({', '.join(hex(c) for c in E.COPY_CLASSES)})")
+                raise OpenError(f"GPU {g.bus} offers no copy engine class arig knows ({', '.join(hex(c) for c in _exec_params.COPY_CLASSES)})")
             self.copy = Gpfifo(g, self.tsg, self.ctxshare, g.copy_cls, "copy", u)
-        p.control(self.tsg, E.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, E.GpfifoScheduleParams(bEnable=1), "schedule channel group")
+        p.control(self.tsg, _exec_params.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE, _exec_params.GpfifoScheduleParams(bEnable=1), "schedule channel group")
         for x in self.fifos():
             x.note_base()
 
@@ -295,4 +295,4 @@ class Channel:
 
 def _raise_failures(failures: list[str]) -> None:
     if failures:
-        raise P.DriverError("; ".join(failures))
+        raise _params.DriverError("; ".join(failures))

@@ -12,9 +12,9 @@ import abc
 import ctypes
 from typing import Any, Protocol
 
-from . import _exec_params as E
+from . import _exec_params
 from . import _fd
-from . import _params as P
+from . import _params
 from ._fd import MAP_ANONYMOUS, MAP_FIXED, MAP_SHARED, PROT_READ, PROT_RW
 from ._undo import PAGE_2M, PAGE_4K, Mem, Undo, VaAllocator, _rereserve, round_up
 
@@ -53,10 +53,10 @@ class GpuMemory:
     def export_dmabuf(self, mem: Mem, offset: int, size: int) -> int:
         """A new dma-buf fd of ``size`` bytes at ``offset`` in ``mem``'s RM object (vidmem of this GPU;
         page-aligned).  The dma-buf holds the object until its last reference goes."""
-        arg = E.ExportToDmabufFd(fd=-1, hClient=self.p.root, totalObjects=1, numObjects=1, index=0, totalSize=size)
+        arg = _exec_params.ExportToDmabufFd(fd=-1, hClient=self.p.root, totalObjects=1, numObjects=1, index=0, totalSize=size)
         arg.handles[0], arg.offsets[0], arg.sizes[0] = mem.handle, offset, size
-        self.p.d.ioctl(self.gpu_fd, E.NV_ESC_EXPORT_TO_DMABUF_FD, arg, f"export {mem.what} to a dma-buf")
-        P.check_status(f"export {mem.what} to a dma-buf", arg.status)
+        self.p.d.ioctl(self.gpu_fd, _exec_params.NV_ESC_EXPORT_TO_DMABUF_FD, arg, f"export {mem.what} to a dma-buf")
+        _params.check_status(f"export {mem.what} to a dma-buf", arg.status)
         return int(arg.fd)
 
     # -- memory: each kind with its own undo list ------------------------------------------------
@@ -70,41 +70,41 @@ class GpuMemory:
     def _gpu_map(self, undo: Undo, handle: int, va: int, size: int, what: str) -> None:
         """UVM external range, RM_MAP_MEMORY_DMA at the fixed address, UVM map external: the GPU sees it at ``va``."""
         p = self.p
-        p.uvm(p.uvm_fd, E.UVM_CREATE_EXTERNAL_RANGE, E.UvmCreateExternalRangeParams(base=va, length=size), f"UVM external range for {what}")
-        undo.push(f"UVM free {what}", lambda: p.uvm(p.uvm_fd, E.UVM_FREE, E.UvmFreeParams(base=va, length=size), f"UVM free {what}"))
-        flags = (E.field(*E.NVOS46_FLAGS_DMA_OFFSET_FIXED, E.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE)
-                 | E.field(*E.NVOS46_FLAGS_PAGE_SIZE, E.NVOS46_FLAGS_PAGE_SIZE_4KB)
-                 | E.field(*E.NVOS46_FLAGS_CACHE_SNOOP, E.NVOS46_FLAGS_CACHE_SNOOP_ENABLE))  # fmt: skip
-        d = E.Nvos46(hClient=p.root, hDevice=self.device, hDma=self.virtmem, hMemory=handle, offset=0, length=size, flags=flags, dmaOffset=va)
-        p.d.ioctl(p.ctl, E.NV_ESC_RM_MAP_MEMORY_DMA, d, f"map {what} DMA")
-        P.check_status(f"map {what} DMA", d.status)
+        p.uvm(p.uvm_fd, _exec_params.UVM_CREATE_EXTERNAL_RANGE, _exec_params.UvmCreateExternalRangeParams(base=va, length=size), f"UVM external range for {what}")
+        undo.push(f"UVM free {what}", lambda: p.uvm(p.uvm_fd, _exec_params.UVM_FREE, _exec_params.UvmFreeParams(base=va, length=size), f"UVM free {what}"))
+        flags = (_exec_params.field(*_exec_params.NVOS46_FLAGS_DMA_OFFSET_FIXED, _exec_params.NVOS46_FLAGS_DMA_OFFSET_FIXED_TRUE)
+                 | _exec_params.field(*_exec_params.NVOS46_FLAGS_PAGE_SIZE, _exec_params.NVOS46_FLAGS_PAGE_SIZE_4KB)
+                 | _exec_params.field(*_exec_params.NVOS46_FLAGS_CACHE_SNOOP, _exec_params.NVOS46_FLAGS_CACHE_SNOOP_ENABLE))  # fmt: skip
+        d = _exec_params.Nvos46(hClient=p.root, hDevice=self.device, hDma=self.virtmem, hMemory=handle, offset=0, length=size, flags=flags, dmaOffset=va)
+        p.d.ioctl(p.ctl, _exec_params.NV_ESC_RM_MAP_MEMORY_DMA, d, f"map {what} DMA")
+        _params.check_status(f"map {what} DMA", d.status)
 
         def unmap_dma() -> None:
-            x = E.Nvos47(hClient=p.root, hDevice=self.device, hDma=self.virtmem, hMemory=handle, dmaOffset=va, size=size)
-            p.d.ioctl(p.ctl, E.NV_ESC_RM_UNMAP_MEMORY_DMA, x, f"unmap {what} DMA")
-            P.check_status(f"unmap {what} DMA", x.status)
+            x = _exec_params.Nvos47(hClient=p.root, hDevice=self.device, hDma=self.virtmem, hMemory=handle, dmaOffset=va, size=size)
+            p.d.ioctl(p.ctl, _exec_params.NV_ESC_RM_UNMAP_MEMORY_DMA, x, f"unmap {what} DMA")
+            _params.check_status(f"unmap {what} DMA", x.status)
 
         undo.push(f"unmap DMA {what}", unmap_dma)
-        m = E.UvmMapExternalAllocationParams(base=va, length=size, offset=0, gpuAttributesCount=1, rmCtrlFd=p.ctl, hClient=p.root, hMemory=handle)
+        m = _exec_params.UvmMapExternalAllocationParams(base=va, length=size, offset=0, gpuAttributesCount=1, rmCtrlFd=p.ctl, hClient=p.root, hMemory=handle)
         ctypes.memmove(m.perGpuAttributes[0].gpuUuid, self.uuid, 16)
-        m.perGpuAttributes[0].gpuMappingType = E.UVM_GPU_MAPPING_TYPE_READ_WRITE_ATOMIC
-        p.uvm(p.uvm_fd, E.UVM_MAP_EXTERNAL_ALLOCATION, m, f"UVM map {what}")
+        m.perGpuAttributes[0].gpuMappingType = _exec_params.UVM_GPU_MAPPING_TYPE_READ_WRITE_ATOMIC
+        p.uvm(p.uvm_fd, _exec_params.UVM_MAP_EXTERNAL_ALLOCATION, m, f"UVM map {what}")
 
     def _cpu_map(self, undo: Undo, handle: int, va: int, size: int, *, sysmem: bool, what: str) -> int:
         """RM_MAP_MEMORY on a fresh fd, then mmap that fd at ``va`` (0: anywhere; write-combined for VRAM).  The address."""
         p = self.p
         fd = p.d.open_ctl() if sysmem else self.open_gpu_fd()
         undo.push(f"close map fd of {what}", lambda: p.d.close(fd))
-        flags = 0 if sysmem else E.field(*E.NVOS33_FLAGS_CACHING_TYPE, E.NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED)
-        arg = E.Nvos33WithFd(params=E.Nvos33(hClient=p.root, hDevice=self.device, hMemory=handle, offset=0, length=size, flags=flags), fd=fd)
-        p.d.ioctl(p.ctl, E.NV_ESC_RM_MAP_MEMORY, arg, f"map {what} to the CPU")
-        P.check_status(f"map {what} to the CPU", arg.params.status)
+        flags = 0 if sysmem else _exec_params.field(*_exec_params.NVOS33_FLAGS_CACHING_TYPE, _exec_params.NVOS33_FLAGS_CACHING_TYPE_WRITECOMBINED)
+        arg = _exec_params.Nvos33WithFd(params=_exec_params.Nvos33(hClient=p.root, hDevice=self.device, hMemory=handle, offset=0, length=size, flags=flags), fd=fd)
+        p.d.ioctl(p.ctl, _exec_params.NV_ESC_RM_MAP_MEMORY, arg, f"map {what} to the CPU")
+        _params.check_status(f"map {what} to the CPU", arg.params.status)
         linear = int(arg.params.pLinearAddress)
 
         def unmap_rm() -> None:
-            x = E.Nvos34(hClient=p.root, hDevice=self.device, hMemory=handle, pLinearAddress=linear)
-            p.d.ioctl(p.ctl, E.NV_ESC_RM_UNMAP_MEMORY, x, f"unmap {what} from the CPU")
-            P.check_status(f"unmap {what} from the CPU", x.status)
+            x = _exec_params.Nvos34(hClient=p.root, hDevice=self.device, hMemory=handle, pLinearAddress=linear)
+            p.d.ioctl(p.ctl, _exec_params.NV_ESC_RM_UNMAP_MEMORY, x, f"unmap {what} from the CPU")
+            _params.check_status(f"unmap {what} from the CPU", x.status)
 
         undo.push(f"RM unmap {what} from the CPU", unmap_rm)
         if va:
@@ -121,15 +121,15 @@ class GpuMemory:
         try:
             size = round_up(size, PAGE_2M)
             va = self._va(undo, size, PAGE_2M)
-            phys = E.NVOS32_ATTR_PHYSICALITY_CONTIGUOUS if contiguous else E.NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS
-            params = E.NvMemoryAllocationParams(
-                owner=p.root, type=E.NVOS32_TYPE_IMAGE, flags=E.VRAM_ALLOC_FLAGS, format=E.VRAM_FORMAT,
-                attr=E.field(*E.NVOS32_ATTR_PHYSICALITY, phys) | E.field(*E.NVOS32_ATTR_PAGE_SIZE, E.NVOS32_ATTR_PAGE_SIZE_HUGE),
-                attr2=(E.field(*E.NVOS32_ATTR2_ZBC, E.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC)
-                       | E.field(*E.NVOS32_ATTR2_GPU_CACHEABLE, E.NVOS32_ATTR2_GPU_CACHEABLE_YES)
-                       | E.field(*E.NVOS32_ATTR2_PAGE_SIZE_HUGE, E.NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB)),
+            phys = _exec_params.NVOS32_ATTR_PHYSICALITY_CONTIGUOUS if contiguous else _exec_params.NVOS32_ATTR_PHYSICALITY_ALLOW_NONCONTIGUOUS
+            params = _exec_params.NvMemoryAllocationParams(
+                owner=p.root, type=_exec_params.NVOS32_TYPE_IMAGE, flags=_exec_params.VRAM_ALLOC_FLAGS, format=_exec_params.VRAM_FORMAT,
+                attr=_exec_params.field(*_exec_params.NVOS32_ATTR_PHYSICALITY, phys) | _exec_params.field(*_exec_params.NVOS32_ATTR_PAGE_SIZE, _exec_params.NVOS32_ATTR_PAGE_SIZE_HUGE),
+                attr2=(_exec_params.field(*_exec_params.NVOS32_ATTR2_ZBC, _exec_params.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC)
+                       | _exec_params.field(*_exec_params.NVOS32_ATTR2_GPU_CACHEABLE, _exec_params.NVOS32_ATTR2_GPU_CACHEABLE_YES)
+                       | _exec_params.field(*_exec_params.NVOS32_ATTR2_PAGE_SIZE_HUGE, _exec_params.NVOS32_ATTR2_PAGE_SIZE_HUGE_2MB)),
                 size=size, alignment=PAGE_2M)  # fmt: skip
-            h = p.alloc_undo(undo, self.device, E.NV1_MEMORY_USER, params, f"VRAM {what}")
+            h = p.alloc_undo(undo, self.device, _exec_params.NV1_MEMORY_USER, params, f"VRAM {what}")
             self._gpu_map(undo, h, va, size, what)
             if cpu:
                 self._cpu_map(undo, h, va, size, sysmem=False, what=what)
@@ -145,18 +145,18 @@ class GpuMemory:
         p, undo = self.p, Undo()
         try:
             size = round_up(size, PAGE_4K)
-            params = E.NvMemoryAllocationParams(
-                owner=p.root, type=E.NVOS32_TYPE_IMAGE, format=E.VRAM_FORMAT,
-                flags=(E.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT | E.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE
-                       | E.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED | E.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED),
-                attr=(E.field(*E.NVOS32_ATTR_LOCATION, E.NVOS32_ATTR_LOCATION_PCI)
-                      | E.field(*E.NVOS32_ATTR_PHYSICALITY, E.NVOS32_ATTR_PHYSICALITY_NONCONTIGUOUS)
-                      | E.field(*E.NVOS32_ATTR_PAGE_SIZE, E.NVOS32_ATTR_PAGE_SIZE_4KB)
-                      | E.field(*E.NVOS32_ATTR_COHERENCY, E.NVOS32_ATTR_COHERENCY_UNCACHED)),
-                attr2=(E.field(*E.NVOS32_ATTR2_ZBC, E.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC)
-                       | E.field(*E.NVOS32_ATTR2_GPU_CACHEABLE, E.NVOS32_ATTR2_GPU_CACHEABLE_NO)),
+            params = _exec_params.NvMemoryAllocationParams(
+                owner=p.root, type=_exec_params.NVOS32_TYPE_IMAGE, format=_exec_params.VRAM_FORMAT,
+                flags=(_exec_params.NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT | _exec_params.NVOS32_ALLOC_FLAGS_ALIGNMENT_FORCE
+                       | _exec_params.NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED | _exec_params.NVOS32_ALLOC_FLAGS_MAP_NOT_REQUIRED),
+                attr=(_exec_params.field(*_exec_params.NVOS32_ATTR_LOCATION, _exec_params.NVOS32_ATTR_LOCATION_PCI)
+                      | _exec_params.field(*_exec_params.NVOS32_ATTR_PHYSICALITY, _exec_params.NVOS32_ATTR_PHYSICALITY_NONCONTIGUOUS)
+                      | _exec_params.field(*_exec_params.NVOS32_ATTR_PAGE_SIZE, _exec_params.NVOS32_ATTR_PAGE_SIZE_4KB)
+                      | _exec_params.field(*_exec_params.NVOS32_ATTR_COHERENCY, _exec_params.NVOS32_ATTR_COHERENCY_UNCACHED)),
+                attr2=(_exec_params.field(*_exec_params.NVOS32_ATTR2_ZBC, _exec_params.NVOS32_ATTR2_ZBC_PREFER_NO_ZBC)
+                       | _exec_params.field(*_exec_params.NVOS32_ATTR2_GPU_CACHEABLE, _exec_params.NVOS32_ATTR2_GPU_CACHEABLE_NO)),
                 size=size, alignment=PAGE_4K)  # fmt: skip
-            h = p.alloc_undo(undo, self.device, E.NV01_MEMORY_SYSTEM, params, f"sysmem {what}")
+            h = p.alloc_undo(undo, self.device, _exec_params.NV01_MEMORY_SYSTEM, params, f"sysmem {what}")
             mem = Mem(what, h, 0, size, False, undo)
             if cpu:
                 try:
@@ -164,7 +164,7 @@ class GpuMemory:
                     mem.va = self._cpu_map(sub, h, 0, size, sysmem=True, what=what)
                     mem.cpu = True
                     undo.steps.extend(sub.steps)
-                except (P.RmError, P.DriverError):
+                except (_params.RmError, _params.DriverError):
                     sub.unwind()  # not mapped: the notifier is then not read (the caller says so)
         except BaseException:
             undo.unwind()
@@ -180,14 +180,14 @@ class GpuMemory:
             p.d.mmap(va, size, PROT_RW, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED)
             undo.push(f"munmap host {what}", lambda: _rereserve(p.d, va, size))
             ctypes.memset(va, 0, size)
-            flags = (E.field(*E.NVOS02_FLAGS_PHYSICALITY, E.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
-                     | E.field(*E.NVOS02_FLAGS_LOCATION, E.NVOS02_FLAGS_LOCATION_PCI)
-                     | E.field(*E.NVOS02_FLAGS_COHERENCY, E.NVOS02_FLAGS_COHERENCY_CACHED)
-                     | E.field(*E.NVOS02_FLAGS_MAPPING, E.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
-            arg = E.Nvos02WithFd(params=E.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
-                                                 hClass=E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=va, limit=size - 1), fd=-1)  # fmt: skip
-            p.d.ioctl(self.gpu_fd, E.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
-            P.check_status(f"OS descriptor {what}", arg.params.status)
+            flags = (_exec_params.field(*_exec_params.NVOS02_FLAGS_PHYSICALITY, _exec_params.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
+                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_LOCATION, _exec_params.NVOS02_FLAGS_LOCATION_PCI)
+                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_COHERENCY, _exec_params.NVOS02_FLAGS_COHERENCY_CACHED)
+                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_MAPPING, _exec_params.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
+            arg = _exec_params.Nvos02WithFd(params=_exec_params.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
+                                                 hClass=_exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=va, limit=size - 1), fd=-1)  # fmt: skip
+            p.d.ioctl(self.gpu_fd, _exec_params.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
+            _params.check_status(f"OS descriptor {what}", arg.params.status)
             h = int(arg.params.hObjectNew)
             dev = self.device
             undo.push(f"free OS descriptor {what}", lambda: p.free(dev, h, f"free OS descriptor {what}"))
@@ -204,23 +204,23 @@ class GpuMemory:
         GPU reaches).  ``(mem, the GPU address of address)``; ``mem.cpu`` is False (the host keeps its own).
 
         A pin that falls short (pages not mapped or not writable, a shared mapping of a file on a
-        file system that tracks dirty pages since Linux 6.5, a lack of memory) is ``P.PinRefused``: it
+        file system that tracks dirty pages since Linux 6.5, a lack of memory) is ``_params.PinRefused``: it
         would be refused again.  A lack of the RM's memory or of GPU addresses is ``RmError``."""
         p, undo = self.p, Undo()
         start = address - address % PAGE_4K
         n = round_up(address + size, PAGE_4K) - start
         try:
-            flags = (E.field(*E.NVOS02_FLAGS_PHYSICALITY, E.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
-                     | E.field(*E.NVOS02_FLAGS_LOCATION, E.NVOS02_FLAGS_LOCATION_PCI)
-                     | E.field(*E.NVOS02_FLAGS_COHERENCY, E.NVOS02_FLAGS_COHERENCY_CACHED)
-                     | E.field(*E.NVOS02_FLAGS_MAPPING, E.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
-            arg = E.Nvos02WithFd(params=E.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
-                                                 hClass=E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=start, limit=n - 1), fd=-1)  # fmt: skip
-            p.d.ioctl(self.gpu_fd, E.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
+            flags = (_exec_params.field(*_exec_params.NVOS02_FLAGS_PHYSICALITY, _exec_params.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
+                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_LOCATION, _exec_params.NVOS02_FLAGS_LOCATION_PCI)
+                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_COHERENCY, _exec_params.NVOS02_FLAGS_COHERENCY_CACHED)
+                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_MAPPING, _exec_params.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
+            arg = _exec_params.Nvos02WithFd(params=_exec_params.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
+                                                 hClass=_exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=start, limit=n - 1), fd=-1)  # fmt: skip
+            p.d.ioctl(self.gpu_fd, _exec_params.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
             if arg.params.status:
-                raise P.PinRefused(
+                raise _params.PinRefused(
                     f"the kernel driver will not pin the {n // PAGE_4K} page(s) at {start:#x} for the GPU "
-                    f"({P.status_name(arg.params.status)}): pages not mapped or not writable, a shared mapping of a file "
+                    f"({_params.status_name(arg.params.status)}): pages not mapped or not writable, a shared mapping of a file "
                     "on a file system that tracks dirty pages (ext4, xfs: Linux 6.5 and later refuse those), or no memory to pin"
                 )
             h = int(arg.params.hObjectNew)
@@ -244,19 +244,19 @@ class GpuMemory:
         ev = p.d.open_ctl()  # blocking: poll on it must wait
         mark = len(undo.steps)
         try:
-            arg = E.AllocOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
-            p.d.ioctl(ev, E.NV_ESC_ALLOC_OS_EVENT, arg, "alloc OS event")
-            P.check_status("alloc OS event", arg.Status)
+            arg = _exec_params.AllocOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
+            p.d.ioctl(ev, _exec_params.NV_ESC_ALLOC_OS_EVENT, arg, "alloc OS event")
+            _params.check_status("alloc OS event", arg.Status)
 
             def free_os_event() -> None:
-                f = E.FreeOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
-                p.d.ioctl(ev, E.NV_ESC_FREE_OS_EVENT, f, "free OS event")
-                P.check_status("free OS event", f.Status)
+                f = _exec_params.FreeOsEvent(hClient=p.root, hDevice=self.device, fd=ev)
+                p.d.ioctl(ev, _exec_params.NV_ESC_FREE_OS_EVENT, f, "free OS event")
+                _params.check_status("free OS event", f.Status)
 
             undo.push("free OS event", free_os_event)
-            notify = E.NV2080_NOTIFIERS_FIFO_EVENT_MTHD | E.NV01_EVENT_NONSTALL_INTR | E.NV01_EVENT_WITHOUT_EVENT_DATA | E.NV01_EVENT_SUBDEVICE_SPECIFIC
-            p.alloc_undo(undo, self.subdevice, E.NV01_EVENT_OS_EVENT,
-                         E.Nv0005AllocParameters(hParentClient=p.root, hSrcResource=self.subdevice, hClass=E.NV01_EVENT_OS_EVENT, notifyIndex=notify, data=ev),
+            notify = _exec_params.NV2080_NOTIFIERS_FIFO_EVENT_MTHD | _exec_params.NV01_EVENT_NONSTALL_INTR | _exec_params.NV01_EVENT_WITHOUT_EVENT_DATA | _exec_params.NV01_EVENT_SUBDEVICE_SPECIFIC
+            p.alloc_undo(undo, self.subdevice, _exec_params.NV01_EVENT_OS_EVENT,
+                         _exec_params.Nv0005AllocParameters(hParentClient=p.root, hSrcResource=self.subdevice, hClass=_exec_params.NV01_EVENT_OS_EVENT, notifyIndex=notify, data=ev),
                          "OS event object")  # fmt: skip
         except BaseException:
             undo.unwind_to(mark)

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from .._errors import OpenError
-from . import _exec_params as E
+from . import _exec_params
 from . import _fd
-from . import _params as P
+from . import _params
 from ._fd import MAP_ANONYMOUS, MAP_FIXED_NOREPLACE, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_RW
 from ._rmmem import GpuMemory
 from ._undo import Undo, VaAllocator, _made_or_undone, _unmapper
@@ -97,10 +97,10 @@ class Process:
         """The control file, the checked release and the root client: what every use needs."""
         self.ctl = self.open_undo(self.undo, "ctl fd", self.d.open_ctl)
         self.release = _driver_release(self.d, self.ctl)
-        if P.release_major(self.release) not in ACCEPTED_RELEASES:
+        if _params.release_major(self.release) not in ACCEPTED_RELEASES:
             accepted = ", ".join(f"{r}.x" for r in ACCEPTED_RELEASES)
-            raise P.DriverError(f"the NVIDIA kernel driver is release {self.release}; arig.nvrm accepts {accepted}")
-        root = self.d.rm_alloc(self.ctl, 0, 0, E.NV01_ROOT_CLIENT, None, "root client")
+            raise _params.DriverError(f"the NVIDIA kernel driver is release {self.release}; arig.nvrm accepts {accepted}")
+        root = self.d.rm_alloc(self.ctl, 0, 0, _exec_params.NV01_ROOT_CLIENT, None, "root client")
         self.root = root
         self.undo.push("free root client", lambda: self.free(root, root, "free root client"))
 
@@ -109,22 +109,22 @@ class Process:
         u = self.undo
         self.uvm_fd = self.open_undo(u, "uvm fd", self.d.open_uvm)
         self.uvm_fd2 = self.open_undo(u, "uvm fd 2", self.d.open_uvm)
-        self.uvm(self.uvm_fd, E.UVM_INITIALIZE, E.UvmInitializeParams(flags=0), "UVM_INITIALIZE")
+        self.uvm(self.uvm_fd, _exec_params.UVM_INITIALIZE, _exec_params.UvmInitializeParams(flags=0), "UVM_INITIALIZE")
         try:  # CUDA's own open gets an error here too and goes on: so does arig
-            self.uvm(self.uvm_fd2, E.UVM_MM_INITIALIZE, E.UvmMmInitializeParams(uvmFd=self.uvm_fd), "UVM_MM_INITIALIZE")
-        except (P.RmError, P.DriverError):
+            self.uvm(self.uvm_fd2, _exec_params.UVM_MM_INITIALIZE, _exec_params.UvmMmInitializeParams(uvmFd=self.uvm_fd), "UVM_MM_INITIALIZE")
+        except (_params.RmError, _params.DriverError):
             pass
         errors = []
         for base, size in RESERVATIONS:
             try:
                 self.d.mmap(base, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE)
-            except P.DriverError as e:
+            except _params.DriverError as e:
                 errors.append(f"{base:#x}+{size:#x}: {e}")
                 continue
             u.push("munmap VA reservation", _unmapper(self.d, base, size))
             self.va = VaAllocator(base, size)
             return
-        raise P.DriverError("cannot reserve the CPU=GPU address region: " + "; ".join(errors))
+        raise _params.DriverError("cannot reserve the CPU=GPU address region: " + "; ".join(errors))
 
     def rm_gpu(self, bus: str) -> Gpu:
         """The GPU at ``bus`` with its RM device and subdevice (what reading it needs), made on first use."""
@@ -154,17 +154,17 @@ class Process:
 
 def _driver_release(d: _fd.Driver, ctl: int) -> str:
     """The driver's version string: asked of the driver, else read from its /proc file."""
-    query = P.VersionStr(cmd=P.VERSION_QUERY)
+    query = _params.VersionStr(cmd=_params.VERSION_QUERY)
     try:
-        d.ioctl(ctl, P.NV_ESC_CHECK_VERSION_STR, query, "driver version")
+        d.ioctl(ctl, _params.NV_ESC_CHECK_VERSION_STR, query, "driver version")
         found = str(query.versionString.decode("ascii", "replace")).strip()
         if found:
             return found
-    except P.DriverError:
+    except _params.DriverError:
         pass
-    found = P.release_from_proc(d.proc_version()) or ""
+    found = _params.release_from_proc(d.proc_version()) or ""
     if not found:
-        raise P.DriverError("cannot tell the NVIDIA kernel driver's release "
+        raise _params.DriverError("cannot tell the NVIDIA kernel driver's release "
                             f"(neither the version query nor {_fd.PROC_VERSION} answered)")
     return found
 
@@ -186,56 +186,56 @@ class Gpu(GpuMemory):
     def open_rm(self) -> None:
         """Card info, its /dev/nvidiaN, the RM device and subdevice: what reading the GPU needs."""
         p, u = self.p, self.undo
-        cards = P.CardInfoArray()
-        p.d.ioctl(p.ctl, P.NV_ESC_CARD_INFO, cards, "card info")
-        card = next((c for c in cards if c.valid and P.bus_name(c.pci_info) == self.bus.lower()), None)
+        cards = _params.CardInfoArray()
+        p.d.ioctl(p.ctl, _params.NV_ESC_CARD_INFO, cards, "card info")
+        card = next((c for c in cards if c.valid and _params.bus_name(c.pci_info) == self.bus.lower()), None)
         if card is None:
-            raise P.DriverError(f"the NVIDIA kernel driver does not hold GPU {self.bus} (is it bound to another driver?)")
+            raise _params.DriverError(f"the NVIDIA kernel driver does not hold GPU {self.bus} (is it bound to another driver?)")
         self.minor, self.gpu_id = int(card.minor_number), int(card.gpu_id)
         self.gpu_fd = self.open_gpu_fd(u, "gpu fd")
-        info = P.IdInfoV2(gpuId=self.gpu_id)
-        p.control(p.root, P.CTRL_GPU_GET_ID_INFO_V2, info, "GPU id info")
-        self.device = p.alloc_undo(u, p.root, E.NV01_DEVICE_0, P.Nv0080Alloc(deviceId=info.deviceInstance, hClientShare=p.root, vaMode=VAMODE), "device")
-        self.subdevice = p.alloc_undo(u, self.device, E.NV20_SUBDEVICE_0, P.Nv2080Alloc(subDeviceId=0), "subdevice")
+        info = _params.IdInfoV2(gpuId=self.gpu_id)
+        p.control(p.root, _params.CTRL_GPU_GET_ID_INFO_V2, info, "GPU id info")
+        self.device = p.alloc_undo(u, p.root, _exec_params.NV01_DEVICE_0, _params.Nv0080Alloc(deviceId=info.deviceInstance, hClientShare=p.root, vaMode=VAMODE), "device")
+        self.subdevice = p.alloc_undo(u, self.device, _exec_params.NV20_SUBDEVICE_0, _params.Nv2080Alloc(subDeviceId=0), "subdevice")
 
     def open_device(self) -> None:
         """UUID, classes, UVM registration, virtual memory, usermode doorbell, VA space: what a device needs."""
         p, u = self.p, self.undo
-        g = E.GidInfoBinary(flags=E.GID_FLAGS_BINARY_SHA1)
-        p.control(self.subdevice, E.NV2080_CTRL_CMD_GPU_GET_GID_INFO, g, "GPU UUID (binary)")
+        g = _exec_params.GidInfoBinary(flags=_exec_params.GID_FLAGS_BINARY_SHA1)
+        p.control(self.subdevice, _exec_params.NV2080_CTRL_CMD_GPU_GET_GID_INFO, g, "GPU UUID (binary)")
         self.uuid = g.uuid()
         self._pick_classes()
-        r = E.UvmRegisterGpuParams(rmCtrlFd=-1)
+        r = _exec_params.UvmRegisterGpuParams(rmCtrlFd=-1)
         ctypes.memmove(r.gpu_uuid, self.uuid, 16)
-        p.uvm(p.uvm_fd, E.UVM_REGISTER_GPU, r, "UVM_REGISTER_GPU")
+        p.uvm(p.uvm_fd, _exec_params.UVM_REGISTER_GPU, r, "UVM_REGISTER_GPU")
 
         def unregister_gpu() -> None:
-            x = E.UvmUnregisterGpuParams()
+            x = _exec_params.UvmUnregisterGpuParams()
             ctypes.memmove(x.gpu_uuid, self.uuid, 16)
-            p.uvm(p.uvm_fd, E.UVM_UNREGISTER_GPU, x, "UVM_UNREGISTER_GPU")
+            p.uvm(p.uvm_fd, _exec_params.UVM_UNREGISTER_GPU, x, "UVM_UNREGISTER_GPU")
 
         u.push("UVM unregister GPU", unregister_gpu)
-        self.virtmem = p.alloc_undo(u, self.device, E.NV01_MEMORY_VIRTUAL, E.NvMemoryVirtualAllocationParams(limit=VIRTMEM_LIMIT), "virtual memory object")
+        self.virtmem = p.alloc_undo(u, self.device, _exec_params.NV01_MEMORY_VIRTUAL, _exec_params.NvMemoryVirtualAllocationParams(limit=VIRTMEM_LIMIT), "virtual memory object")
         self._map_usermode()
-        vp = E.NvVaspaceAllocationParameters(
+        vp = _exec_params.NvVaspaceAllocationParameters(
             vaBase=VASPACE_BASE, vaSize=VASPACE_SIZE,
-            flags=E.NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING | E.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED)  # fmt: skip
-        self.vaspace = p.alloc_undo(u, self.device, E.FERMI_VASPACE_A, vp, "VA space")
-        rv = E.UvmRegisterGpuVaspaceParams(rmCtrlFd=p.ctl, hClient=p.root, hVaSpace=self.vaspace)
+            flags=_exec_params.NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING | _exec_params.NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED)  # fmt: skip
+        self.vaspace = p.alloc_undo(u, self.device, _exec_params.FERMI_VASPACE_A, vp, "VA space")
+        rv = _exec_params.UvmRegisterGpuVaspaceParams(rmCtrlFd=p.ctl, hClient=p.root, hVaSpace=self.vaspace)
         ctypes.memmove(rv.gpuUuid, self.uuid, 16)
-        p.uvm(p.uvm_fd, E.UVM_REGISTER_GPU_VASPACE, rv, "UVM_REGISTER_GPU_VASPACE")
+        p.uvm(p.uvm_fd, _exec_params.UVM_REGISTER_GPU_VASPACE, rv, "UVM_REGISTER_GPU_VASPACE")
 
         def unregister_vaspace() -> None:
-            x = E.UvmUnregisterGpuVaspaceParams()
+            x = _exec_params.UvmUnregisterGpuVaspaceParams()
             ctypes.memmove(x.gpuUuid, self.uuid, 16)
-            p.uvm(p.uvm_fd, E.UVM_UNREGISTER_GPU_VASPACE, x, "UVM_UNREGISTER_GPU_VASPACE")
+            p.uvm(p.uvm_fd, _exec_params.UVM_UNREGISTER_GPU_VASPACE, x, "UVM_UNREGISTER_GPU_VASPACE")
 
         u.push("UVM unregister VA space", unregister_vaspace)
         self.facts = {**self.read_facts(), "driver": p.release}
 
     def _pick_classes(self) -> None:
-        cl = E.ClassListV2()
-        self.p.control(self.device, E.NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2, cl, "class list")
+        cl = _exec_params.ClassListV2()
+        self.p.control(self.device, _exec_params.NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2, cl, "class list")
         have = set(cl.classes())
 
         def pick(prefs: tuple[int, ...], what: str) -> int:
@@ -244,46 +244,46 @@ class Gpu(GpuMemory):
                     return c
             raise OpenError(f"GPU {self.bus} offers no {what} class arig knows ({', '.join(hex(c) for c in prefs)})")
 
-        self.usermode_cls = pick(E.USERMODE_CLASSES, "usermode")
-        self.gpfifo_cls = pick(E.GPFIFO_CLASSES, "GPFIFO")
-        self.compute_cls = pick(E.COMPUTE_CLASSES, "compute")
-        self.copy_cls = next((c for c in E.COPY_CLASSES if c in have), None)
+        self.usermode_cls = pick(_exec_params.USERMODE_CLASSES, "usermode")
+        self.gpfifo_cls = pick(_exec_params.GPFIFO_CLASSES, "GPFIFO")
+        self.compute_cls = pick(_exec_params.COMPUTE_CLASSES, "compute")
+        self.copy_cls = next((c for c in _exec_params.COPY_CLASSES if c in have), None)
 
     def _map_usermode(self) -> None:
         """The usermode object's page (the doorbell a channel's work-submit token is written to), mapped to the CPU."""
         p, u = self.p, self.undo
         h = p.alloc_undo(u, self.subdevice, self.usermode_cls, None, "usermode")
         fd = self.open_gpu_fd(u, "usermode fd")
-        arg = E.Nvos33WithFd(params=E.Nvos33(hClient=p.root, hDevice=self.device, hMemory=h, offset=0, length=E.USERMODE_MAP_BYTES, flags=0), fd=fd)
-        p.d.ioctl(p.ctl, E.NV_ESC_RM_MAP_MEMORY, arg, "map usermode")
-        P.check_status("map usermode", arg.params.status)
+        arg = _exec_params.Nvos33WithFd(params=_exec_params.Nvos33(hClient=p.root, hDevice=self.device, hMemory=h, offset=0, length=_exec_params.USERMODE_MAP_BYTES, flags=0), fd=fd)
+        p.d.ioctl(p.ctl, _exec_params.NV_ESC_RM_MAP_MEMORY, arg, "map usermode")
+        _params.check_status("map usermode", arg.params.status)
         linear = int(arg.params.pLinearAddress)
 
         def unmap_usermode() -> None:
-            x = E.Nvos34(hClient=p.root, hDevice=self.device, hMemory=h, pLinearAddress=linear)
-            p.d.ioctl(p.ctl, E.NV_ESC_RM_UNMAP_MEMORY, x, "unmap usermode")
-            P.check_status("unmap usermode", x.status)
+            x = _exec_params.Nvos34(hClient=p.root, hDevice=self.device, hMemory=h, pLinearAddress=linear)
+            p.d.ioctl(p.ctl, _exec_params.NV_ESC_RM_UNMAP_MEMORY, x, "unmap usermode")
+            _params.check_status("unmap usermode", x.status)
 
         u.push("RM unmap usermode", unmap_usermode)
-        self.doorbell = p.d.mmap(0, E.USERMODE_MAP_BYTES, PROT_RW, MAP_SHARED, fd)
-        u.push("munmap usermode", _unmapper(p.d, self.doorbell, E.USERMODE_MAP_BYTES))
+        self.doorbell = p.d.mmap(0, _exec_params.USERMODE_MAP_BYTES, PROT_RW, MAP_SHARED, fd)
+        u.push("munmap usermode", _unmapper(p.d, self.doorbell, _exec_params.USERMODE_MAP_BYTES))
 
     def read_facts(self) -> dict[str, Any]:
         """The GPU's lasting facts, as :func:`arig.nvrm.describe` gives them."""
         p = self.p
-        name, arch, gid, dog = P.NameString(), P.ArchInfo(), P.GidInfo(), P.WatchdogInfo()
-        gid.flags = P.GID_FLAGS_ASCII
-        for what, cmd, params in (("GPU name", P.CTRL_GPU_GET_NAME_STRING, name), ("GPU arch", P.CTRL_MC_GET_ARCH_INFO, arch),
-                                  ("GPU UUID", P.CTRL_GPU_GET_GID_INFO, gid), ("watchdog info", P.CTRL_RC_GET_WATCHDOG_INFO, dog)):
+        name, arch, gid, dog = _params.NameString(), _params.ArchInfo(), _params.GidInfo(), _params.WatchdogInfo()
+        gid.flags = _params.GID_FLAGS_ASCII
+        for what, cmd, params in (("GPU name", _params.CTRL_GPU_GET_NAME_STRING, name), ("GPU arch", _params.CTRL_MC_GET_ARCH_INFO, arch),
+                                  ("GPU UUID", _params.CTRL_GPU_GET_GID_INFO, gid), ("watchdog info", _params.CTRL_RC_GET_WATCHDOG_INFO, dog)):
             p.control(self.subdevice, cmd, params, what)
-        fb = P.FbInfoV2.asking([P.FB_RAM_SIZE, P.FB_BAR1_SIZE])
-        p.control(self.subdevice, P.CTRL_FB_GET_INFO_V2, fb, "FB info")
-        sizes = P.fb_values(fb)
-        chip, sm = P.arch_of(arch.architecture, arch.implementation)
-        running = bool(dog.watchdogStatusFlags & P.WATCHDOG_RUNNING)
+        fb = _params.FbInfoV2.asking([_params.FB_RAM_SIZE, _params.FB_BAR1_SIZE])
+        p.control(self.subdevice, _params.CTRL_FB_GET_INFO_V2, fb, "FB info")
+        sizes = _params.fb_values(fb)
+        chip, sm = _params.arch_of(arch.architecture, arch.implementation)
+        running = bool(dog.watchdogStatusFlags & _params.WATCHDOG_RUNNING)
         return {
             "name": name.text(), "arch": sm, "chip": chip, "uuid": gid.text(), "bus": self.bus,
-            "memory_total": sizes.get(P.FB_RAM_SIZE, 0) * 1024, "bar1_size": sizes.get(P.FB_BAR1_SIZE, 0) * 1024,
+            "memory_total": sizes.get(_params.FB_RAM_SIZE, 0) * 1024, "bar1_size": sizes.get(_params.FB_BAR1_SIZE, 0) * 1024,
             # The RM's watchdog ends work that holds the GPU too long; where it
             # does not run (no display), arig itself gives up after 30 s.
             "hang_ms": None if running else 30_000,
@@ -297,7 +297,7 @@ class Gpu(GpuMemory):
         fd = p.open_undo(undo, what, lambda: p.d.open_gpu(self.minor)) if undo is not None else p.d.open_gpu(self.minor)
         try:
             # Makes later work on this file count as the client's; once per file.
-            p.d.ioctl(fd, E.NV_ESC_REGISTER_FD, P.RegisterFd(ctl_fd=p.ctl), "register fd")
+            p.d.ioctl(fd, _exec_params.NV_ESC_REGISTER_FD, _params.RegisterFd(ctl_fd=p.ctl), "register fd")
         except BaseException:
             if undo is None:
                 p.d.close(fd)

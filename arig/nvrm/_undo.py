@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .._errors import ArigValueError, describe
 from . import _fd
-from . import _params as P
+from . import _params
 from ._fd import MAP_ANONYMOUS, MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, PROT_NONE
 
 __all__ = ["Undo", "VaAllocator", "Mem", "round_up", "PAGE_2M", "PAGE_4K", "MIB"]
@@ -83,7 +83,7 @@ class VaAllocator:
                     self._free[i : i + 1] = pieces
                     self._used[at] = size
                     return at
-        raise P.DriverError(f"the process's CPU=GPU address reservation ({self.size >> 20} MiB at {self.base:#x}) has no room for {size} bytes")
+        raise _params.DriverError(f"the process's CPU=GPU address reservation ({self.size >> 20} MiB at {self.base:#x}) has no room for {size} bytes")
 
     def free(self, at: int) -> None:
         with self._lock:

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from ...nvrm import _fd, _rm, _sysfs
-from ...nvrm import _exec_params as E
-from ...nvrm import _params as P
+from ...nvrm import _exec_params
+from ...nvrm import _params
 from .gpu import Gpu
 from .memory import Memory
 from .rm import Rm
@@ -57,7 +57,7 @@ class _FakeDriver(_fd.Driver):
         try:
             self.fake._uvm_ioctl(fd, nr, params)
         except OSError as e:
-            raise P.DriverError(f"{what}: uvm ioctl {nr} failed: {e.strerror}", e.errno) from e
+            raise _params.DriverError(f"{what}: uvm ioctl {nr} failed: {e.strerror}", e.errno) from e
 
     def mmap(self, addr: int, size: int, prot: int, flags: int, fd: int = -1) -> int:
         return self.fake._mmap(addr, size, prot, flags, fd)
@@ -214,19 +214,19 @@ class FakeNvrm(Rm, Memory, Gpu):
             f = self.files.get(fd)
             if f is None:
                 self._violation(f"{what}: ioctl {nr:#x} on fd {fd}, which the driver never opened")
-                raise P.DriverError(f"{what}: the kernel driver failed the ioctl: Bad file descriptor", errno.EBADF)
+                raise _params.DriverError(f"{what}: the kernel driver failed the ioctl: Bad file descriptor", errno.EBADF)
             handler = {
-                P.NV_ESC_CHECK_VERSION_STR: self._version, P.NV_ESC_CARD_INFO: self._card_info,
-                P.NV_ESC_REGISTER_FD: self._register_fd, P.NV_ESC_RM_ALLOC: self._alloc, P.NV_ESC_RM_FREE: self._free,
-                P.NV_ESC_RM_CONTROL: self._control, E.NV_ESC_RM_ALLOC_MEMORY: self._alloc_memory,
-                E.NV_ESC_RM_MAP_MEMORY: self._map_memory, E.NV_ESC_RM_UNMAP_MEMORY: self._unmap_memory,
-                E.NV_ESC_RM_MAP_MEMORY_DMA: self._map_dma, E.NV_ESC_RM_UNMAP_MEMORY_DMA: self._unmap_dma,
-                E.NV_ESC_ALLOC_OS_EVENT: self._alloc_os_event, E.NV_ESC_FREE_OS_EVENT: self._free_os_event,
-                E.NV_ESC_EXPORT_TO_DMABUF_FD: self._export_dmabuf,
+                _params.NV_ESC_CHECK_VERSION_STR: self._version, _params.NV_ESC_CARD_INFO: self._card_info,
+                _params.NV_ESC_REGISTER_FD: self._register_fd, _params.NV_ESC_RM_ALLOC: self._alloc, _params.NV_ESC_RM_FREE: self._free,
+                _params.NV_ESC_RM_CONTROL: self._control, _exec_params.NV_ESC_RM_ALLOC_MEMORY: self._alloc_memory,
+                _exec_params.NV_ESC_RM_MAP_MEMORY: self._map_memory, _exec_params.NV_ESC_RM_UNMAP_MEMORY: self._unmap_memory,
+                _exec_params.NV_ESC_RM_MAP_MEMORY_DMA: self._map_dma, _exec_params.NV_ESC_RM_UNMAP_MEMORY_DMA: self._unmap_dma,
+                _exec_params.NV_ESC_ALLOC_OS_EVENT: self._alloc_os_event, _exec_params.NV_ESC_FREE_OS_EVENT: self._free_os_event,
+                _exec_params.NV_ESC_EXPORT_TO_DMABUF_FD: self._export_dmabuf,
             }.get(nr)  # fmt: skip
             if handler is None:
                 self._violation(f"{what}: unknown escape {nr:#x}")
-                raise P.DriverError(f"{what}: the kernel driver failed the ioctl: Inappropriate ioctl for device", errno.ENOTTY)
+                raise _params.DriverError(f"{what}: the kernel driver failed the ioctl: Inappropriate ioctl for device", errno.ENOTTY)
             channels = handler(fd, f, arg, what)
         if channels:
             self._join(channels)

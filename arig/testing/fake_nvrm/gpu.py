@@ -23,8 +23,8 @@ import threading
 import time
 
 from ...nvrm import _cubin, _launch, _qmd
-from ...nvrm import _exec_params as E
-from ...nvrm import _push as pb
+from ...nvrm import _exec_params
+from ...nvrm import _push
 from .state import NvFault, _bits, _Channel, _Obj, _Refused, _State, _Stop
 
 __all__ = ["Gpu"]
@@ -69,9 +69,9 @@ class Gpu(_State):
         if ch.dead is not None:
             return False
         with self._lock:
-            if ch.stop.is_set() or not self._mapped(ch.userd, E.USERD_BYTES):
+            if ch.stop.is_set() or not self._mapped(ch.userd, _exec_params.USERD_BYTES):
                 return False
-            put = ctypes.c_uint32.from_address(ch.userd + E.USERD_GP_PUT).value
+            put = ctypes.c_uint32.from_address(ch.userd + _exec_params.USERD_GP_PUT).value
         if put == ch.get:
             return False
         if put >= ch.entries:
@@ -87,7 +87,7 @@ class Gpu(_State):
         ch.get = (ch.get + 1) % ch.entries
         with self._lock:
             if not ch.stop.is_set():
-                ctypes.c_uint32.from_address(ch.userd + E.USERD_GP_GET).value = ch.get
+                ctypes.c_uint32.from_address(ch.userd + _exec_params.USERD_GP_GET).value = ch.get
         return True
 
     def _check(self, addr: int, n: int, what: str) -> int:
@@ -103,10 +103,10 @@ class Gpu(_State):
             w = words[i]
             sec, count, subch, mthd = w >> 29, (w >> 16) & 0x1FFF, (w >> 13) & 7, (w & 0xFFF) << 2
             i += 1
-            if sec == pb.C86F.DMA_SEC_OP_IMMD_DATA_METHOD:
+            if sec == _push.C86F.DMA_SEC_OP_IMMD_DATA_METHOD:
                 self._method(ch, subch, mthd, count)
                 continue
-            if sec not in (pb.C86F.DMA_SEC_OP_INC_METHOD, pb.C86F.DMA_SEC_OP_NON_INC_METHOD, pb.C86F.DMA_SEC_OP_ONE_INC):
+            if sec not in (_push.C86F.DMA_SEC_OP_INC_METHOD, _push.C86F.DMA_SEC_OP_NON_INC_METHOD, _push.C86F.DMA_SEC_OP_ONE_INC):
                 self._violation(f"channel {ch.handle:#x}: method header {w:#010x} of SEC_OP {sec}")
                 raise _Stop("bad method header", 43)
             data = words[i : i + count]
@@ -115,16 +115,16 @@ class Gpu(_State):
                 raise _Stop("short segment", 43)
             i += count
             for k, v in enumerate(data):
-                if sec == pb.C86F.DMA_SEC_OP_NON_INC_METHOD:
+                if sec == _push.C86F.DMA_SEC_OP_NON_INC_METHOD:
                     at = mthd
-                elif sec == pb.C86F.DMA_SEC_OP_ONE_INC:
+                elif sec == _push.C86F.DMA_SEC_OP_ONE_INC:
                     at = mthd + (4 if k else 0)
                 else:
                     at = mthd + 4 * k
                 self._method(ch, subch, at, v)
 
     def _method(self, ch: _Channel, subch: int, mthd: int, v: int) -> None:
-        H = pb.C86F
+        H = _push.C86F
         if mthd == H.SET_OBJECT:
             engines = {self.objects[c].cls for c in self.objects[ch.handle].children if c in self.objects} if ch.handle in self.objects else set()
             bound = v & 0xFFFF
@@ -150,13 +150,13 @@ class Gpu(_State):
                 self._violation(f"channel {ch.handle:#x}: method {mthd:#x} on subchannel {subch}, which has no engine bound")
                 raise _Stop("method on an unbound subchannel", 13)
             ch.state[(cls, mthd)] = v
-            if cls in E.COMPUTE_CLASSES:
+            if cls in _exec_params.COMPUTE_CLASSES:
                 self._compute(ch, cls, mthd, v)
             else:
                 self._copy(ch, cls, mthd, v)
 
     def _sem_execute(self, ch: _Channel, v: int) -> None:
-        H = pb.C86F
+        H = _push.C86F
         addr = (ch.sem.get(H.SEM_ADDR_LO, 0) & ~3) | (ch.sem.get(H.SEM_ADDR_HI, 0) & 0x1FFFFFF) << 32
         payload = ch.sem.get(H.SEM_PAYLOAD_LO, 0) | ch.sem.get(H.SEM_PAYLOAD_HI, 0) << 32
         op, wide, stamp = v & 7, (v >> 24) & 1, (v >> 25) & 1
@@ -206,7 +206,7 @@ class Gpu(_State):
     def _interrupt(self, ch: _Channel) -> None:
         with self._lock:
             for o in self.objects.values():
-                if o.cls == E.NV01_EVENT_OS_EVENT and self._gpu_of(o) == ch.gpu and o.event_fd in self._os_events:
+                if o.cls == _exec_params.NV01_EVENT_OS_EVENT and self._gpu_of(o) == ch.gpu and o.event_fd in self._os_events:
                     mine = self._os_events[o.event_fd]
                     os.write(mine, (1).to_bytes(8, "little"))
                     self.interrupts += 1
@@ -226,7 +226,7 @@ class Gpu(_State):
                         pass
 
     def _compute(self, ch: _Channel, cls: int, mthd: int, v: int) -> None:
-        C = pb.CBC0
+        C = _push.CBC0
         if mthd == C.SEND_SIGNALING_PCAS2_B:
             if v & 0xF != C.SEND_SIGNALING_PCAS2_B_PCAS_ACTION_PREFETCH_SCHEDULE:
                 self._violation(f"channel {ch.handle:#x}: PCAS action {v & 0xF}")
@@ -288,7 +288,7 @@ class Gpu(_State):
         raise _Stop("illegal instruction", 13)
 
     def _copy(self, ch: _Channel, cls: int, mthd: int, v: int) -> None:
-        C = pb.C8B5
+        C = _push.C8B5
         if mthd != C.LAUNCH_DMA:
             if mthd not in (C.SET_SEMAPHORE_A, C.SET_SEMAPHORE_B, C.SET_SEMAPHORE_PAYLOAD, C.SET_SEMAPHORE_PAYLOAD_UPPER,
                             C.OFFSET_IN_UPPER, C.OFFSET_IN_LOWER, C.OFFSET_OUT_UPPER, C.OFFSET_OUT_LOWER,

@@ -16,9 +16,9 @@ import errno
 import os
 from typing import Any
 
-from ...nvrm import _exec_params as E
+from ...nvrm import _exec_params
 from ...nvrm import _fd
-from ...nvrm import _params as P
+from ...nvrm import _params
 from .state import _MEMORY, REAL, _cookies, _File, _Refused, _State, _status, _writable
 
 __all__ = ["Memory"]
@@ -41,12 +41,12 @@ class Memory(_State):
             f = self.files.get(fd)
             if f is None or f.mapping is None:
                 self._violation(f"mmap of fd {fd}, which {'has no RM_MAP_MEMORY' if f else 'the driver never opened'}")
-                raise P.DriverError(f"mmap({addr:#x}, {size:#x}): Invalid argument", errno.EINVAL)
+                raise _params.DriverError(f"mmap({addr:#x}, {size:#x}): Invalid argument", errno.EINVAL)
             h, offset, length, _cookie = f.mapping
             o = self.objects.get(h)
             if o is None or o.memfd < 0 or size > length:
                 self._violation(f"mmap of {size:#x} bytes of fd {fd}: its memory {h:#x} is gone or smaller")
-                raise P.DriverError(f"mmap({addr:#x}, {size:#x}): Invalid argument", errno.EINVAL)
+                raise _params.DriverError(f"mmap({addr:#x}, {size:#x}): Invalid argument", errno.EINVAL)
             got = REAL.mmap(addr, size, prot, flags, o.memfd)
             self._cpu_maps[got] = (size, h)
             return got
@@ -64,7 +64,7 @@ class Memory(_State):
             if f.kind != "gpu" or f.registered < 0:
                 self._violation(f"{what}: RM_ALLOC_MEMORY on fd {fd} ({f.kind}, registered {f.registered >= 0})")
                 raise _Refused("INVALID_ARGUMENT")
-            if p.hClass != E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
+            if p.hClass != _exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
                 self._violation(f"{what}: RM_ALLOC_MEMORY of class {p.hClass:#x}")
                 raise _Refused("INVALID_CLASS")
             self._obj(int(p.hRoot), int(p.hRoot), what)
@@ -76,7 +76,7 @@ class Memory(_State):
                 raise _Refused("INVALID_ARGUMENT")
             if not _writable(va, size):  # the kernel pins the pages for writing: any it cannot, it refuses
                 raise _Refused("INVALID_ADDRESS")
-            o = self._new(E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, parent.handle, int(p.hRoot), fd, int(p.hObjectNew))
+            o = self._new(_exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, parent.handle, int(p.hRoot), fd, int(p.hObjectNew))
             o.os_va, o.size = va, size
             p.status = 0
         except _Refused as e:
@@ -115,17 +115,17 @@ class Memory(_State):
         try:
             o = self._obj(int(arg.hClient), int(arg.hMemory), what)
             virt = self._obj(int(arg.hClient), int(arg.hDma), what)
-            if virt.cls != E.NV01_MEMORY_VIRTUAL or o.cls not in _MEMORY:
+            if virt.cls != _exec_params.NV01_MEMORY_VIRTUAL or o.cls not in _MEMORY:
                 self._violation(f"{what}: RM_MAP_MEMORY_DMA of a {o.cls:#x} through a {virt.cls:#x}")
                 raise _Refused("INVALID_ARGUMENT")
             va, size = int(arg.dmaOffset), int(arg.length)
-            if not arg.flags & E.field(*E.NVOS46_FLAGS_DMA_OFFSET_FIXED, 1) or va % 4096 or size > o.size - int(arg.offset):
+            if not arg.flags & _exec_params.field(*_exec_params.NVOS46_FLAGS_DMA_OFFSET_FIXED, 1) or va % 4096 or size > o.size - int(arg.offset):
                 self._violation(f"{what}: RM_MAP_MEMORY_DMA of {size:#x} at {va:#x} (flags {arg.flags:#x}) of {o.size:#x} bytes")
                 raise _Refused("INVALID_ARGUMENT")
             if any(s < va + size and va < e for s, (e, _h) in self._gpu_maps.items()):
                 self._violation(f"{what}: GPU range {va:#x}+{size:#x} overlaps a mapping")
                 raise _Refused("INVALID_ADDRESS")
-            if o.cls == E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
+            if o.cls == _exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR:
                 if va != o.os_va:
                     self._alias[va] = o.os_va  # the program's own pages, at a GPU address of their own
             elif o.memfd >= 0:
@@ -161,26 +161,26 @@ class Memory(_State):
                 raise OSError(errno.ENOTTY, os.strerror(errno.ENOTTY))
             key: tuple[Any, ...] | None = None
             undo: tuple[Any, ...] | None = None
-            if nr in (E.UVM_INITIALIZE, E.UVM_MM_INITIALIZE):
+            if nr in (_exec_params.UVM_INITIALIZE, _exec_params.UVM_MM_INITIALIZE):
                 pass
-            elif nr == E.UVM_REGISTER_GPU:
+            elif nr == _exec_params.UVM_REGISTER_GPU:
                 key = ("gpu", bytes(params.gpu_uuid), fd)
-            elif nr == E.UVM_UNREGISTER_GPU:
+            elif nr == _exec_params.UVM_UNREGISTER_GPU:
                 undo = ("gpu", bytes(params.gpu_uuid), fd)
-            elif nr == E.UVM_REGISTER_GPU_VASPACE:
+            elif nr == _exec_params.UVM_REGISTER_GPU_VASPACE:
                 key = ("vaspace", bytes(params.gpuUuid), fd)
-            elif nr == E.UVM_UNREGISTER_GPU_VASPACE:
+            elif nr == _exec_params.UVM_UNREGISTER_GPU_VASPACE:
                 undo = ("vaspace", bytes(params.gpuUuid), fd)
-            elif nr == E.UVM_REGISTER_CHANNEL:
+            elif nr == _exec_params.UVM_REGISTER_CHANNEL:
                 key = ("channel", int(params.hChannel), fd)
-            elif nr == E.UVM_UNREGISTER_CHANNEL:
+            elif nr == _exec_params.UVM_UNREGISTER_CHANNEL:
                 undo = ("channel", int(params.hChannel), fd)
-            elif nr == E.UVM_CREATE_EXTERNAL_RANGE:
+            elif nr == _exec_params.UVM_CREATE_EXTERNAL_RANGE:
                 key = ("range", int(params.base), int(params.length), fd)
-            elif nr == E.UVM_MAP_EXTERNAL_ALLOCATION:
+            elif nr == _exec_params.UVM_MAP_EXTERNAL_ALLOCATION:
                 if ("range", int(params.base), int(params.length), fd) not in self.uvm:
                     self._violation(f"UVM_MAP_EXTERNAL_ALLOCATION at {params.base:#x}+{params.length:#x} outside an external range")
-            elif nr == E.UVM_FREE:
+            elif nr == _exec_params.UVM_FREE:
                 undo = ("range", int(params.base), int(params.length), fd)
             else:
                 self._violation(f"unknown UVM ioctl {nr}")

@@ -12,10 +12,10 @@ import os
 import time
 from typing import Any
 
-from ...nvrm import _exec_params as E
+from ...nvrm import _exec_params
 from ...nvrm import _fd
-from ...nvrm import _params as P
-from ...nvrm import _push as pb
+from ...nvrm import _params
+from ...nvrm import _push
 from .state import _ENGINES, HOPPER_CLASSES, REAL, UUID_TEXT, _Channel, _File, _Obj, _Refused, _State, _status
 
 __all__ = ["Rm"]
@@ -31,7 +31,7 @@ class Rm(_State):
         name = os.path.basename(path)
         kinds = {"nvidiactl": ("ctl", -1), "nvidia-uvm": ("uvm", -1), **{f"nvidia{i}": ("gpu", i) for i in range(len(self.buses))}}
         if os.path.dirname(path) != dev or name not in kinds:
-            raise P.DriverError(f"cannot open {path}: No such file or directory (is the NVIDIA kernel driver loaded?)", errno.ENOENT)
+            raise _params.DriverError(f"cannot open {path}: No such file or directory (is the NVIDIA kernel driver loaded?)", errno.ENOENT)
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         kind, minor = kinds[name]
         with self._lock:
@@ -48,7 +48,7 @@ class Rm(_State):
             channels: list[_Channel] = []
             if f.kind == "ctl":  # the RM frees the clients made through it
                 for h, o in list(self.objects.items()):
-                    if o.cls == E.NV01_ROOT_CLIENT and o.fd == fd and h in self.objects:
+                    if o.cls == _exec_params.NV01_ROOT_CLIENT and o.fd == fd and h in self.objects:
                         channels += self._free_tree(h, quiet=True)
             elif f.kind == "uvm":
                 self.uvm = {u for u in self.uvm if u[-1] != fd}
@@ -75,7 +75,7 @@ class Rm(_State):
         ctl = self.files.get(int(arg.ctl_fd))
         if f.kind != "gpu" or ctl is None or ctl.kind != "ctl":
             self._violation(f"{what}: REGISTER_FD of fd {fd} ({f.kind}) to {arg.ctl_fd}")
-            raise P.DriverError(f"{what}: the kernel driver failed the ioctl: Invalid argument", errno.EINVAL)
+            raise _params.DriverError(f"{what}: the kernel driver failed the ioctl: Invalid argument", errno.EINVAL)
         f.registered = int(arg.ctl_fd)
 
     def _memfd(self, o: _Obj, size: int, *, view: bool = False) -> None:
@@ -92,14 +92,14 @@ class Rm(_State):
         try:
             if f.kind != "ctl":
                 raise _Refused("INVALID_ARGUMENT")
-            if cls == E.NV01_ROOT_CLIENT:
+            if cls == _exec_params.NV01_ROOT_CLIENT:
                 arg.hObjectNew = self._new(cls, 0, 0, fd).handle
             else:
                 self._obj(client, client, what)
                 p = self._obj(client, parent, what)
                 arg.hObjectNew = self._make(cls, p, client, fd, params, int(arg.paramsSize), what).handle
         except _Refused as e:
-            self._violation(f"{what}: RM_ALLOC of class {cls:#x} refused: {P.status_name(e.status)}")
+            self._violation(f"{what}: RM_ALLOC of class {cls:#x} refused: {_params.status_name(e.status)}")
             status = e.status
         arg.status = status
 
@@ -115,39 +115,39 @@ class Rm(_State):
                 self._violation(f"{what}: class {cls:#x} under a {p.cls:#x}")
                 raise _Refused("INVALID_OBJECT_PARENT")
 
-        if cls == E.NV01_DEVICE_0:
-            under(E.NV01_ROOT_CLIENT)
-            d = self._params(P.Nv0080Alloc, at, size, what)
+        if cls == _exec_params.NV01_DEVICE_0:
+            under(_exec_params.NV01_ROOT_CLIENT)
+            d = self._params(_params.Nv0080Alloc, at, size, what)
             if not 0 <= d.deviceId < len(self.buses):
                 raise _Refused("INVALID_ARGUMENT")
             o = self._new(cls, p.handle, client, fd)
             o.gpu = int(d.deviceId)
             return o
-        if cls in (E.NV20_SUBDEVICE_0, E.NV01_MEMORY_VIRTUAL, E.FERMI_VASPACE_A, E.KEPLER_CHANNEL_GROUP_A):
-            under(E.NV01_DEVICE_0)
-        elif cls == E.FERMI_CONTEXT_SHARE_A:
-            under(E.KEPLER_CHANNEL_GROUP_A)
-        elif cls in E.USERMODE_CLASSES:
-            under(E.NV20_SUBDEVICE_0)
+        if cls in (_exec_params.NV20_SUBDEVICE_0, _exec_params.NV01_MEMORY_VIRTUAL, _exec_params.FERMI_VASPACE_A, _exec_params.KEPLER_CHANNEL_GROUP_A):
+            under(_exec_params.NV01_DEVICE_0)
+        elif cls == _exec_params.FERMI_CONTEXT_SHARE_A:
+            under(_exec_params.KEPLER_CHANNEL_GROUP_A)
+        elif cls in _exec_params.USERMODE_CLASSES:
+            under(_exec_params.NV20_SUBDEVICE_0)
             o = self._new(cls, p.handle, client, fd)
-            self._memfd(o, E.USERMODE_MAP_BYTES, view=True)
+            self._memfd(o, _exec_params.USERMODE_MAP_BYTES, view=True)
             return o
-        elif cls in (E.NV1_MEMORY_USER, E.NV01_MEMORY_SYSTEM):
-            under(E.NV01_DEVICE_0)
-            m = self._params(E.NvMemoryAllocationParams, at, size, what)
+        elif cls in (_exec_params.NV1_MEMORY_USER, _exec_params.NV01_MEMORY_SYSTEM):
+            under(_exec_params.NV01_DEVICE_0)
+            m = self._params(_exec_params.NvMemoryAllocationParams, at, size, what)
             if m.size <= 0 or (m.alignment and m.size % m.alignment):
                 raise _Refused("INVALID_ARGUMENT")
             o = self._new(cls, p.handle, client, fd)
-            self._memfd(o, int(m.size), view=cls == E.NV01_MEMORY_SYSTEM)
+            self._memfd(o, int(m.size), view=cls == _exec_params.NV01_MEMORY_SYSTEM)
             return o
-        elif cls in E.GPFIFO_CLASSES:
-            under(E.KEPLER_CHANNEL_GROUP_A)
-            return self._make_channel(cls, p, client, fd, self._params(E.NvChannelAllocParams, at, size, what), what)
+        elif cls in _exec_params.GPFIFO_CLASSES:
+            under(_exec_params.KEPLER_CHANNEL_GROUP_A)
+            return self._make_channel(cls, p, client, fd, self._params(_exec_params.NvChannelAllocParams, at, size, what), what)
         elif cls in _ENGINES:
-            under(*E.GPFIFO_CLASSES)
-        elif cls == E.NV01_EVENT_OS_EVENT:
-            under(E.NV20_SUBDEVICE_0)
-            ev = self._params(E.Nv0005AllocParameters, at, size, what)
+            under(*_exec_params.GPFIFO_CLASSES)
+        elif cls == _exec_params.NV01_EVENT_OS_EVENT:
+            under(_exec_params.NV20_SUBDEVICE_0)
+            ev = self._params(_exec_params.Nv0005AllocParameters, at, size, what)
             if int(ev.data) not in self._os_events:
                 self._violation(f"{what}: the OS event object's fd {int(ev.data)} had no ALLOC_OS_EVENT")
                 raise _Refused("INVALID_EVENT")
@@ -161,15 +161,15 @@ class Rm(_State):
 
     def _make_channel(self, cls: int, tsg: _Obj, client: int, fd: int, cp: Any, what: str) -> _Obj:
         err, buf, userd = (self.objects.get(int(h)) for h in (cp.hObjectError, cp.hObjectBuffer, cp.hUserdMemory[0]))
-        if err is None or err.cls != E.NV01_MEMORY_SYSTEM or buf is None or userd is None:
+        if err is None or err.cls != _exec_params.NV01_MEMORY_SYSTEM or buf is None or userd is None:
             self._violation(f"{what}: the channel's error notifier or GPFIFO memory is no memory object")
             raise _Refused("INVALID_OBJECT_BUFFER")
         ring, entries = int(cp.gpFifoOffset), int(cp.gpFifoEntries)
         userd_va = self._dma_va(userd.handle)
-        if userd_va is None or not self._mapped(ring, entries * 8) or not self._mapped(userd_va + int(cp.userdOffset[0]), E.USERD_BYTES):
+        if userd_va is None or not self._mapped(ring, entries * 8) or not self._mapped(userd_va + int(cp.userdOffset[0]), _exec_params.USERD_BYTES):
             self._violation(f"{what}: the GPFIFO ring or USERD is not GPU-mapped")
             raise _Refused("INVALID_ADDRESS")
-        if ring >= pb.GPFIFO_ADDRESS_LIMIT or entries & (entries - 1):
+        if ring >= _push.GPFIFO_ADDRESS_LIMIT or entries & (entries - 1):
             raise _Refused("INVALID_ARGUMENT")
         o = self._new(cls, tsg.handle, client, fd)
         o.channel = _Channel(o.handle, tsg.handle, self._gpu_of(tsg), ring, entries, userd_va + int(cp.userdOffset[0]), err.handle, next(self._tokens))
@@ -223,7 +223,7 @@ class Rm(_State):
         except _Refused as e:
             status = e.status
             if status != _status("NOT_SUPPORTED"):
-                self._violation(f"{what}: control {cmd:#x} refused: {P.status_name(status)}")
+                self._violation(f"{what}: control {cmd:#x} refused: {_params.status_name(status)}")
         arg.status = status
         return []
 
@@ -234,49 +234,49 @@ class Rm(_State):
                 raise _Refused("INVALID_OBJECT_HANDLE")
             return self._params(kind, at, size, what)
 
-        if cmd == P.CTRL_GPU_GET_ID_INFO_V2:
-            p = params(P.IdInfoV2, E.NV01_ROOT_CLIENT)
+        if cmd == _params.CTRL_GPU_GET_ID_INFO_V2:
+            p = params(_params.IdInfoV2, _exec_params.NV01_ROOT_CLIENT)
             ids = [0x600 + 0x100 * k for k in range(len(self.buses))]
             if p.gpuId not in ids:
                 raise _Refused("INVALID_ARGUMENT")
             p.deviceInstance, p.subDeviceInstance = ids.index(p.gpuId), 0
-        elif cmd == P.CTRL_GPU_GET_NAME_STRING:
-            p = params(P.NameString, E.NV20_SUBDEVICE_0)
+        elif cmd == _params.CTRL_GPU_GET_NAME_STRING:
+            p = params(_params.NameString, _exec_params.NV20_SUBDEVICE_0)
             text = self.name.encode()[:127]
             p.gpuNameString[: len(text)] = list(text)
-        elif cmd == P.CTRL_MC_GET_ARCH_INFO:
-            p = params(P.ArchInfo, E.NV20_SUBDEVICE_0)
+        elif cmd == _params.CTRL_MC_GET_ARCH_INFO:
+            p = params(_params.ArchInfo, _exec_params.NV20_SUBDEVICE_0)
             p.architecture, p.implementation = 0x180, 0
-        elif cmd == P.CTRL_GPU_GET_GID_INFO:
-            p = params(P.GidInfo, E.NV20_SUBDEVICE_0)
-            if p.flags == E.GID_FLAGS_BINARY_SHA1:
+        elif cmd == _params.CTRL_GPU_GET_GID_INFO:
+            p = params(_params.GidInfo, _exec_params.NV20_SUBDEVICE_0)
+            if p.flags == _exec_params.GID_FLAGS_BINARY_SHA1:
                 raw = bytes.fromhex(UUID_TEXT[4:].replace("-", ""))
             else:
                 raw = UUID_TEXT.encode() + b"\0"
             p.data[: len(raw)], p.length = list(raw), len(raw)
-        elif cmd == P.CTRL_RC_GET_WATCHDOG_INFO:
-            params(P.WatchdogInfo, E.NV20_SUBDEVICE_0).watchdogStatusFlags = self.watchdog
-        elif cmd == P.CTRL_FB_GET_INFO_V2:
-            p = params(P.FbInfoV2, E.NV20_SUBDEVICE_0)
-            kib = {P.FB_RAM_SIZE: self.memory_kib, P.FB_HEAP_SIZE: self.memory_kib - (1 << 20),
-                   P.FB_HEAP_FREE: self.memory_kib - (1 << 20) - self._vram_kib(), P.FB_BAR1_SIZE: 256 << 20}
-            for k in range(min(p.fbInfoListSize, P.FB_INFO_MAX)):
+        elif cmd == _params.CTRL_RC_GET_WATCHDOG_INFO:
+            params(_params.WatchdogInfo, _exec_params.NV20_SUBDEVICE_0).watchdogStatusFlags = self.watchdog
+        elif cmd == _params.CTRL_FB_GET_INFO_V2:
+            p = params(_params.FbInfoV2, _exec_params.NV20_SUBDEVICE_0)
+            kib = {_params.FB_RAM_SIZE: self.memory_kib, _params.FB_HEAP_SIZE: self.memory_kib - (1 << 20),
+                   _params.FB_HEAP_FREE: self.memory_kib - (1 << 20) - self._vram_kib(), _params.FB_BAR1_SIZE: 256 << 20}
+            for k in range(min(p.fbInfoListSize, _params.FB_INFO_MAX)):
                 p.fbInfoList[k].data = kib.get(p.fbInfoList[k].index, 0)
-        elif cmd == P.CTRL_PERF_UTIL_SAMPLES_V2:
-            p = params(P.UtilSamplesV2, E.NV20_SUBDEVICE_0)
+        elif cmd == _params.CTRL_PERF_UTIL_SAMPLES_V2:
+            p = params(_params.UtilSamplesV2, _exec_params.NV20_SUBDEVICE_0)
             now = time.monotonic_ns()
             for k in range(10):
                 p.samples[k].timeStamp = now - (10 - k) * 200_000_000
-        elif cmd == E.NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2:
-            p = params(E.ClassListV2, E.NV01_DEVICE_0)
+        elif cmd == _exec_params.NV0080_CTRL_CMD_GPU_GET_CLASSLIST_V2:
+            p = params(_exec_params.ClassListV2, _exec_params.NV01_DEVICE_0)
             p.numClasses = len(HOPPER_CLASSES)
             p.classList[: len(HOPPER_CLASSES)] = list(HOPPER_CLASSES)
-        elif cmd == E.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN:
-            p = params(E.WorkSubmitTokenParams, *E.GPFIFO_CLASSES)
+        elif cmd == _exec_params.NVC36F_CTRL_CMD_GPFIFO_GET_WORK_SUBMIT_TOKEN:
+            p = params(_exec_params.WorkSubmitTokenParams, *_exec_params.GPFIFO_CLASSES)
             assert o.channel is not None
             p.workSubmitToken = o.channel.token
-        elif cmd == E.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE:
-            p = params(E.GpfifoScheduleParams, E.KEPLER_CHANNEL_GROUP_A)
+        elif cmd == _exec_params.NVA06C_CTRL_CMD_GPFIFO_SCHEDULE:
+            p = params(_exec_params.GpfifoScheduleParams, _exec_params.KEPLER_CHANNEL_GROUP_A)
             if p.bEnable:
                 self._schedule(o)
         else:
@@ -284,7 +284,7 @@ class Rm(_State):
             raise _Refused("NOT_SUPPORTED")
 
     def _vram_kib(self) -> int:
-        return sum(o.size for o in self.objects.values() if o.cls == E.NV1_MEMORY_USER) >> 10
+        return sum(o.size for o in self.objects.values() if o.cls == _exec_params.NV1_MEMORY_USER) >> 10
 
     def _alloc_os_event(self, fd: int, f: _File, arg: Any, what: str) -> None:
         if int(arg.fd) != fd or fd in self._os_events:
@@ -315,7 +315,7 @@ class Rm(_State):
                 raise _Refused("INVALID_ARGUMENT")
             for k in range(int(arg.numObjects)):
                 o = self._obj(int(arg.hClient), int(arg.handles[k]), what)
-                if o.cls != E.NV1_MEMORY_USER:
+                if o.cls != _exec_params.NV1_MEMORY_USER:
                     raise _Refused("INVALID_OBJECT")
             arg.fd = os.memfd_create("fake-nvrm-dmabuf", os.MFD_CLOEXEC)
             arg.status = 0

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ...nvrm import _exec_params as E
+from ...nvrm import _exec_params
 from ...nvrm import _fd
-from ...nvrm import _params as P
+from ...nvrm import _params
 from ...nvrm import _qmd
 
 __all__ = ["NvFault", "Call", "KernelFn", "UUID_TEXT", "HOPPER_CLASSES", "REAL"]
@@ -32,13 +32,13 @@ _cookies = itertools.count(0x7F5A_0000_0000, 0x10000)
 
 UUID_TEXT = "GPU-7cc9fa83-3b2e-3e5a-008a-f824f2af7a22"
 #: The classes an H200's RM lists (those arig looks for, and a few it does not).
-HOPPER_CLASSES = (E.NV01_ROOT_CLIENT, E.NV01_DEVICE_0, E.NV20_SUBDEVICE_0, E.NV01_MEMORY_SYSTEM, E.NV1_MEMORY_USER,
-                  E.NV01_MEMORY_VIRTUAL, E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, E.NV01_EVENT_OS_EVENT, E.FERMI_CONTEXT_SHARE_A,
-                  E.FERMI_VASPACE_A, E.KEPLER_CHANNEL_GROUP_A, E.TURING_USERMODE_A, E.AMPERE_USERMODE_A, E.HOPPER_USERMODE_A,
-                  E.VOLTA_CHANNEL_GPFIFO_A, E.AMPERE_CHANNEL_GPFIFO_A, E.HOPPER_CHANNEL_GPFIFO_A, E.HOPPER_COMPUTE_A,
-                  E.HOPPER_DMA_COPY_A, E.GT200_DEBUGGER)  # fmt: skip
-_MEMORY = (E.NV01_MEMORY_SYSTEM, E.NV1_MEMORY_USER, E.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
-_ENGINES = (*E.COMPUTE_CLASSES, *E.COPY_CLASSES)
+HOPPER_CLASSES = (_exec_params.NV01_ROOT_CLIENT, _exec_params.NV01_DEVICE_0, _exec_params.NV20_SUBDEVICE_0, _exec_params.NV01_MEMORY_SYSTEM, _exec_params.NV1_MEMORY_USER,
+                  _exec_params.NV01_MEMORY_VIRTUAL, _exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, _exec_params.NV01_EVENT_OS_EVENT, _exec_params.FERMI_CONTEXT_SHARE_A,
+                  _exec_params.FERMI_VASPACE_A, _exec_params.KEPLER_CHANNEL_GROUP_A, _exec_params.TURING_USERMODE_A, _exec_params.AMPERE_USERMODE_A, _exec_params.HOPPER_USERMODE_A,
+                  _exec_params.VOLTA_CHANNEL_GPFIFO_A, _exec_params.AMPERE_CHANNEL_GPFIFO_A, _exec_params.HOPPER_CHANNEL_GPFIFO_A, _exec_params.HOPPER_COMPUTE_A,
+                  _exec_params.HOPPER_DMA_COPY_A, _exec_params.GT200_DEBUGGER)  # fmt: skip
+_MEMORY = (_exec_params.NV01_MEMORY_SYSTEM, _exec_params.NV1_MEMORY_USER, _exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR)
+_ENGINES = (*_exec_params.COMPUTE_CLASSES, *_exec_params.COPY_CLASSES)
 
 
 def _writable(va: int, size: int) -> bool:
@@ -59,7 +59,7 @@ def _writable(va: int, size: int) -> bool:
 
 
 def _status(name: str) -> int:
-    return P._ERR_NAMES.index(name) + 1
+    return _params._ERR_NAMES.index(name) + 1
 
 
 class NvFault(Exception):
@@ -206,7 +206,7 @@ class _State:
             return addr + n <= end
 
     def _gpu_of(self, o: _Obj) -> int:
-        while o.cls != E.NV01_DEVICE_0 and o.parent in self.objects and o.parent != o.handle:
+        while o.cls != _exec_params.NV01_DEVICE_0 and o.parent in self.objects and o.parent != o.handle:
             o = self.objects[o.parent]
         return o.gpu
 
@@ -219,7 +219,7 @@ class _State:
         if o.view:
             try:
                 REAL.munmap(o.view, o.size)
-            except P.DriverError:
+            except _params.DriverError:
                 pass
             o.view = 0
         if o.memfd >= 0:
