@@ -429,7 +429,7 @@ class FakeBackend:
         self.ctx = CTX
         self.gpu = state
         self._modules = modules
-        self._images = set(modules.values())  # modules of images loaded and not unloaded
+        self.images_loaded = set(modules.values())  # modules of images loaded and not unloaded
         self.cause: BaseException | None = None
 
     def module_of(self, func: int) -> int | None:
@@ -483,7 +483,7 @@ def test_graph_of_no_kernels(record: abi.CudaAbi, fake: FakeLib) -> None:
 def test_graph_refuses_a_function_of_no_loaded_image_having_changed_nothing(record: abi.CudaAbi, fake: FakeLib, state: arig.cuda._gpu.GpuState) -> None:
     with pytest.raises(ValueError, match="no image loaded"):
         record.graph([abi.Kernel(0x10, 1, 1, _args(1)), abi.Kernel(12345, 1, 1)])
-    record._backend._images.discard(0xB00)  # the image's unload
+    record._backend.images_loaded.discard(0xB00)  # the image's unload
     state.release_module(0xB00)
     state.reclaim()
     fake.calls.clear()
@@ -494,7 +494,7 @@ def test_graph_refuses_a_function_of_no_loaded_image_having_changed_nothing(reco
 
 def test_graph_refuses_a_function_of_an_unloaded_image_whose_module_a_graph_keeps(record: abi.CudaAbi, state: arig.cuda._gpu.GpuState) -> None:
     g = record.graph([abi.Kernel(0x20, 1, 1)])
-    record._backend._images.discard(0xB00)  # the image's unload
+    record._backend.images_loaded.discard(0xB00)  # the image's unload
     state.release_module(0xB00)
     state.reclaim()
     assert state.loaded(0xB00), "the graph keeps the module"

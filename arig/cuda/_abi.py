@@ -34,17 +34,15 @@ import weakref
 from collections.abc import Callable, Sequence
 from ctypes import byref, c_size_t, c_void_p
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
 from .. import _instruments
 from .._errors import ArigTypeError, ArigValueError, DeviceLost, DeviceStopped
 from ._launch import check_args, dims
+from ._gpu import GpuState
 from ._lib import FILL, KERNEL_NODE_PARAMS, CudaError, check, lib
-
-if TYPE_CHECKING:
-    from ._device import CudaBackend
 
 __all__ = ["FILL", "KEY", "Kernel", "Graph", "CudaAbi", "declare"]
 
@@ -214,10 +212,26 @@ class Graph:
         return f"<arig.cuda_abi.Graph 0x{self.handle:x} of {len(self.nodes)} kernels>"
 
 
+class RecordBackend(Protocol):
+    """What a record needs of its device's backend (``arig.cuda._device.CudaBackend``): declared
+    here so that the record names no backend class (the backend makes the record)."""
+
+    name: str
+    ctx: Any
+    gpu: GpuState
+    @property
+    def images_loaded(self) -> set[int]:
+        """Modules of the device's images not unloaded."""
+
+    def module_of(self, func: int) -> int | None: ...
+
+    def lost_cause(self) -> BaseException | None: ...
+
+
 class CudaAbi:
     """The record a CUDA device declares under ``KEY``."""
 
-    _backend: CudaBackend
+    _backend: RecordBackend
     _cond: threading.Condition
     _calls: int
     _stopping: bool
@@ -227,7 +241,7 @@ class CudaAbi:
         raise TypeError("a CUDA device makes its record: use dev.capability(arig.cuda_abi.KEY)")
 
     @classmethod
-    def _for_backend(cls, backend: CudaBackend) -> CudaAbi:
+    def _for_backend(cls, backend: RecordBackend) -> CudaAbi:
         self = object.__new__(cls)
         self._backend = backend
         self._cond = threading.Condition()
@@ -271,14 +285,14 @@ class CudaAbi:
             if not isinstance(k, Kernel):
                 raise ArigTypeError(f"graph takes Kernel values, got {type(k).__name__}")
         b = self._backend
-        images = getattr(b, "_images", None)  # modules of the device's images not unloaded
+        images = b.images_loaded
         checked: set[tuple[int, int]] = set()
         for i, k in enumerate(ks):
             if (k.func, len(k.args)) in checked:
                 continue  # one check per function and argument size, not per node
             module = b.module_of(k.func)
             # A module may outlive its image while a graph uses it: the image must be loaded still.
-            if module is None or not b.gpu.loaded(module) or (images is not None and module not in images):
+            if module is None or not b.gpu.loaded(module) or module not in images:
                 raise ArigValueError(f"kernel function 0x{k.func:x} belongs to no image loaded on {b.name}")
             check_args(k.func, k.args)
             checked.add((k.func, len(k.args)))

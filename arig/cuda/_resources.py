@@ -139,6 +139,11 @@ class Resources:
             self._modules_of[f] = m
         return KernelImage(self.name, m, functions, layouts, _Release(self.post, self._unload, m))
 
+    @property
+    def images_loaded(self) -> set[int]:
+        """The modules of this device's images not unloaded (the record checks a graph's kernels against them)."""
+        return self._images
+
     def module_of(self, func: int) -> int | None:
         """The module of a function this device loaded, or None."""
         return self._modules_of.get(func)
