@@ -16,7 +16,7 @@ import pytest
 import arig
 from arig import __main__ as cli
 from arig._cli import demo, info
-from arig.nvrm import _sysfs
+from arig.nvrm import _fd
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,7 +27,7 @@ def _arig(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def no_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_sysfs, "ROOT", str(tmp_path / "no-pci"))
+    monkeypatch.setattr(_fd.driver, "pci_root", str(tmp_path / "no-pci"))
 
 
 def test_version() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import arig.nvrm as nvrm
-from arig.nvrm import _sysfs, _top
+from arig.nvrm import _fd, _top
 from arig.nvrm._params import DriverError, Usage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def no_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_sysfs, "ROOT", str(tmp_path / "no-pci"))
+    monkeypatch.setattr(_fd.driver, "pci_root", str(tmp_path / "no-pci"))
 
 
 @pytest.fixture

@@ -55,8 +55,7 @@ def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     add_function(sys_root, H200)
     add_function(sys_root, "0000:00:01.0", vendor=0x8086, pci_class=0x060000)
     (tmp_path / "dev").mkdir()
-    monkeypatch.setattr(_sysfs, "ROOT", str(sys_root))
-    monkeypatch.setattr(_fd, "driver", _fd.Driver(str(tmp_path / "dev")))
+    monkeypatch.setattr(_fd, "driver", _fd.Driver(str(tmp_path / "dev"), str(sys_root)))
     return sys_root
 
 
@@ -287,6 +286,7 @@ class FakeDriver(_fd.Driver):
 @pytest.fixture
 def driver(machine: Path, monkeypatch: pytest.MonkeyPatch) -> FakeDriver:
     fake = FakeDriver()
+    fake.pci_root = str(machine)  # the machine fixture's PCI tree, read through the driver object
     fake.install(monkeypatch)
     return fake
 
@@ -411,14 +411,14 @@ def test_reading_and_devices_share_one_client_and_one_device_object() -> None:
     assert fake.violations == []
 
 
-def test_the_fake_swaps_only_the_driver_and_the_pci_root() -> None:
+def test_the_fake_swaps_only_the_driver_object() -> None:
     real_driver, real_root = _fd.driver, _sysfs.ROOT
     fake = FakeNvrm()
     with fake.installed():
         assert isinstance(_fd.driver, _fd.Driver) and _fd.driver is not real_driver
-        assert real_root != _sysfs.ROOT
+        assert _fd.driver.pci_root != real_driver.pci_root and real_root == _sysfs.ROOT  # the tree is the driver's
         assert nvrm.buses() == fake.buses
-    assert (_fd.driver, _sysfs.ROOT) == (real_driver, real_root)
+    assert (_fd.driver, _sysfs.ROOT) == (real_driver, real_root) and real_driver.pci_root == _fd.PCI_ROOT
     assert _rm._process is None  # what the fake's driver made is freed and forgotten
 
 

@@ -52,11 +52,20 @@ _MAP_FAILED = ctypes.c_void_p(-1).value
 PROC_VERSION = "/proc/driver/nvidia/version"
 
 
-class Driver:
-    """The NVIDIA kernel driver's files under ``dev_root``, and the calls on them."""
+#: Where Linux lists the machine's PCI functions (``arig.nvrm._sysfs`` reads the GPUs there).
+PCI_ROOT = "/sys/bus/pci"
 
-    def __init__(self, dev_root: str = "/dev") -> None:
+
+class Driver:
+    """The NVIDIA kernel driver's files under ``dev_root``, and the calls on them; the PCI tree
+    under ``pci_root`` that says which GPUs there are (read by ``arig.nvrm._sysfs``).
+
+    One object for everything the NV stack reaches of the machine, so that a fake replaces
+    exactly this one."""
+
+    def __init__(self, dev_root: str = "/dev", pci_root: str = PCI_ROOT) -> None:
         self.dev_root = dev_root
+        self.pci_root = pci_root
 
     # -- primitives: what a fake driver overrides ---------------------------------------
     def open_file(self, path: str) -> int:

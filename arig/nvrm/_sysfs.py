@@ -6,25 +6,28 @@ order.  The kernel driver is asked about a GPU only once it has an index.
 
 Each function is a directory ``<root>/devices/DDDD:BB:DD.F`` holding
 ``vendor`` ("0x10de\\n"), ``class`` ("0x030200\\n") and
-``power/runtime_status`` ("active\\n").  The root is an argument so that tests
-can lay such a tree out in a temporary directory.
+``power/runtime_status`` ("active\\n").  The root is the driver object's
+(``arig.nvrm._fd.driver.pci_root``), or an argument, so that a fake driver
+or a test lays such a tree out in a temporary directory.
 """
 
 from __future__ import annotations
 
 import os
 
+from arig.nvrm import _fd
 from arig.nvrm._params import DriverError
 
 __all__ = ["ROOT", "buses", "runtime_status", "require_active"]
 
-ROOT = "/sys/bus/pci"
+#: The machine's PCI tree (what the real driver object reads).
+ROOT = _fd.PCI_ROOT
 NVIDIA_VENDOR = 0x10DE
 DISPLAY_CLASS = 0x03  # PCI base class: VGA (0x0300) and 3D (0x0302) controllers
 
 
 def _root(root: str | None) -> str:
-    return ROOT if root is None else root
+    return _fd.driver.pci_root if root is None else root
 
 
 def _address(name: str) -> tuple[int, int, int, int] | None:

@@ -1,9 +1,10 @@
 """A fake NVIDIA kernel driver for deterministic CPU tests of arig's NV device (``arig.nvrm.gpu``).
 
 ``FakeNvrm`` stands in for what ``arig.nvrm`` reaches of the machine through
-two seams: the PCI tree (``arig.nvrm._sysfs.ROOT``, a temporary directory)
-and the kernel driver (``arig.nvrm._fd.driver``, the one object every open,
-ioctl, mmap and UVM call goes through, swapped for a :class:`_FakeDriver`).
+one seam: the driver object (``arig.nvrm._fd.driver``, the one object every
+open, ioctl, mmap and UVM call goes through, and whose ``pci_root`` says
+where the PCI tree is), swapped for a :class:`_FakeDriver` over a temporary
+directory.
 Everything else is arig's own code: the process, GPU and channel objects,
 the submit thread, the pushbuffers, QMDs, timeline words and the event fd.
 The fake's parts: :mod:`.rm` (files, objects, controls, OS events),
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ...nvrm import _fd, _rm, _sysfs
+from ...nvrm import _fd, _rm
 from ...nvrm import _exec_params
 from ...nvrm import _params
 from .gpu import Gpu
@@ -40,8 +41,8 @@ __all__ = ["FakeNvrm", "NvFault", "Call", "KernelFn"]
 class _FakeDriver(_fd.Driver):
     """The kernel driver as the library sees it, its primitives answered by a :class:`FakeNvrm`."""
 
-    def __init__(self, fake: FakeNvrm, dev_root: str) -> None:
-        super().__init__(dev_root)
+    def __init__(self, fake: FakeNvrm, dev_root: str, pci_root: str) -> None:
+        super().__init__(dev_root, pci_root)
         self.fake = fake
 
     def open_file(self, path: str) -> int:
@@ -144,9 +145,9 @@ class FakeNvrm(Rm, Memory, Gpu):
         sys_root, dev = os.path.join(root, "sys"), os.path.join(root, "dev")
         self._lay_out(sys_root, dev)
         self.dev_root = dev
-        self.driver = _FakeDriver(self, dev)
-        saved = _fd.driver, _sysfs.ROOT
-        _fd.driver, _sysfs.ROOT = self.driver, sys_root
+        self.driver = _FakeDriver(self, dev, sys_root)
+        saved = _fd.driver
+        _fd.driver = self.driver
         self._installed = True
         try:
             yield self
@@ -154,7 +155,7 @@ class FakeNvrm(Rm, Memory, Gpu):
             try:
                 self._free_process()
             finally:
-                _fd.driver, _sysfs.ROOT = saved
+                _fd.driver = saved
                 self._installed = False
                 self._shutdown()
                 shutil.rmtree(root, ignore_errors=True)
