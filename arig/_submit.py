@@ -129,8 +129,7 @@ class SubmitThread:
 
     def put(self, qi: int, item: tuple[Any, Any], v: int) -> None:
         """``put_fill`` of a ``Backend.prepare`` item."""
-        self._put += 1
-        self._q.put((qi, item[0], item[1], v))
+        self.put_fill(qi, item[0], item[1], v)
 
     def put_control(self, fn: Callable[..., Any], *args: Any, when_lost: bool = False) -> asyncio.Future[Any]:
         fut: asyncio.Future[Any] = self._loop.create_future()

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import types
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from threading import get_ident
 from typing import Any, TypeVar
 
@@ -281,18 +281,19 @@ class Device(FeatureCalls):
             return
         if v > tl.assigned and tl.lost is None:
             raise ArigValueError(f"value {v} was never submitted to {self.name} (last is {tl.assigned})")
-        if self._ins is not None:
-            return await self._ins.wait(self, v, tl.wait)
-        await tl.wait(v)
+        await self._reach(v)
 
     async def run(self, fill: Any, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
         """``submit`` then ``wait``: the value, once its work has completed."""
         v = await self.submit(fill, arg, queue=queue, keep=keep)
-        if self._ins is not None:
-            await self._ins.wait(self, v, self._tl.wait)
-            return v
-        await self._tl.wait(v)
+        await self._reach(v)
         return v
+
+    def _reach(self, v: int) -> Awaitable[None]:
+        """The wait for a checked value ``v``: through the instruments where some are added."""
+        if self._ins is not None:
+            return self._ins.wait(self, v, self._tl.wait)
+        return self._tl.wait(v)
 
     # -- memory and images -------------------------------------------------------
     async def _control(self, fn: Callable[..., _T], *args: Any) -> _T:

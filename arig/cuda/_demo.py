@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-import arig
-
+from .._memory import Buffer
+from ..device import Device
 from ._launch import Launch, pack
 
 __all__ = ["cuda_saxpy", "shipped_image"]
@@ -22,11 +22,11 @@ def shipped_image() -> bytes:
     return (Path(__file__).resolve().parent.parent / "kernels" / "kernels.fatbin").read_bytes()
 
 
-async def cuda_saxpy(dev: arig.Device) -> Callable[[float, arig.Buffer, arig.Buffer, int], Awaitable[int]]:
+async def cuda_saxpy(dev: Device) -> Callable[[float, Buffer, Buffer, int], Awaitable[int]]:
     image = await dev.load(shipped_image())
     func = image.function("saxpy")
 
-    async def saxpy(a: float, bx: arig.Buffer, by: arig.Buffer, n: int) -> int:
+    async def saxpy(a: float, bx: Buffer, by: Buffer, n: int) -> int:
         launch = Launch(func, ((n + 255) // 256, 1, 1), (256, 1, 1), pack(np.float32(a), bx, by, np.int32(n)))
         return await dev.submit(launch, keep=(image, bx, by))
 

@@ -171,6 +171,26 @@ class GpuMemory:
             raise
         return mem
 
+    def _os_descriptor(self, undo: Undo, what: str, address: int, size: int) -> tuple[int, int]:
+        """The host pages ``[address, address + size)`` made an RM OS descriptor, which pins them while it
+        lives: ``(status, handle)``.  On status 0 its free is pushed on ``undo``; any other status is the
+        caller's to report (a refused pin means different things to its two callers)."""
+        p = self.p
+        flags = (_exec_params.field(*_exec_params.NVOS02_FLAGS_PHYSICALITY, _exec_params.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
+                 | _exec_params.field(*_exec_params.NVOS02_FLAGS_LOCATION, _exec_params.NVOS02_FLAGS_LOCATION_PCI)
+                 | _exec_params.field(*_exec_params.NVOS02_FLAGS_COHERENCY, _exec_params.NVOS02_FLAGS_COHERENCY_CACHED)
+                 | _exec_params.field(*_exec_params.NVOS02_FLAGS_MAPPING, _exec_params.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
+        arg = _exec_params.Nvos02WithFd(params=_exec_params.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
+                                             hClass=_exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=address, limit=size - 1), fd=-1)  # fmt: skip
+        p.d.ioctl(self.gpu_fd, _exec_params.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
+        status = int(arg.params.status)
+        if status:
+            return status, 0
+        h = int(arg.params.hObjectNew)
+        dev = self.device
+        undo.push(f"free OS descriptor {what}", lambda: p.free(dev, h, f"free OS descriptor {what}"))
+        return 0, h
+
     def host(self, what: str, size: int) -> Mem:
         """Host memory: anonymous shared pages at a chosen address, made an RM OS descriptor, GPU-mapped there."""
         p, undo = self.p, Undo()
@@ -180,17 +200,8 @@ class GpuMemory:
             p.d.mmap(va, size, PROT_RW, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED)
             undo.push(f"munmap host {what}", lambda: _rereserve(p.d, va, size))
             ctypes.memset(va, 0, size)
-            flags = (_exec_params.field(*_exec_params.NVOS02_FLAGS_PHYSICALITY, _exec_params.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
-                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_LOCATION, _exec_params.NVOS02_FLAGS_LOCATION_PCI)
-                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_COHERENCY, _exec_params.NVOS02_FLAGS_COHERENCY_CACHED)
-                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_MAPPING, _exec_params.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
-            arg = _exec_params.Nvos02WithFd(params=_exec_params.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
-                                                 hClass=_exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=va, limit=size - 1), fd=-1)  # fmt: skip
-            p.d.ioctl(self.gpu_fd, _exec_params.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
-            _params.check_status(f"OS descriptor {what}", arg.params.status)
-            h = int(arg.params.hObjectNew)
-            dev = self.device
-            undo.push(f"free OS descriptor {what}", lambda: p.free(dev, h, f"free OS descriptor {what}"))
+            status, h = self._os_descriptor(undo, what, va, size)
+            _params.check_status(f"OS descriptor {what}", status)
             self._gpu_map(undo, h, va, size, what)
         except BaseException:
             undo.unwind()
@@ -206,26 +217,17 @@ class GpuMemory:
         A pin that falls short (pages not mapped or not writable, a shared mapping of a file on a
         file system that tracks dirty pages since Linux 6.5, a lack of memory) is ``_params.PinRefused``: it
         would be refused again.  A lack of the RM's memory or of GPU addresses is ``RmError``."""
-        p, undo = self.p, Undo()
+        undo = Undo()
         start = address - address % PAGE_4K
         n = round_up(address + size, PAGE_4K) - start
         try:
-            flags = (_exec_params.field(*_exec_params.NVOS02_FLAGS_PHYSICALITY, _exec_params.NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS)
-                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_LOCATION, _exec_params.NVOS02_FLAGS_LOCATION_PCI)
-                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_COHERENCY, _exec_params.NVOS02_FLAGS_COHERENCY_CACHED)
-                     | _exec_params.field(*_exec_params.NVOS02_FLAGS_MAPPING, _exec_params.NVOS02_FLAGS_MAPPING_NO_MAP))  # fmt: skip
-            arg = _exec_params.Nvos02WithFd(params=_exec_params.Nvos02(hRoot=p.root, hObjectParent=self.device, hObjectNew=p.os_desc_handle(),
-                                                 hClass=_exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, flags=flags, pMemory=start, limit=n - 1), fd=-1)  # fmt: skip
-            p.d.ioctl(self.gpu_fd, _exec_params.NV_ESC_RM_ALLOC_MEMORY, arg, f"OS descriptor {what}")
-            if arg.params.status:
+            status, h = self._os_descriptor(undo, what, start, n)
+            if status:
                 raise _params.PinRefused(
                     f"the kernel driver will not pin the {n // PAGE_4K} page(s) at {start:#x} for the GPU "
-                    f"({_params.status_name(arg.params.status)}): pages not mapped or not writable, a shared mapping of a file "
+                    f"({_params.status_name(status)}): pages not mapped or not writable, a shared mapping of a file "
                     "on a file system that tracks dirty pages (ext4, xfs: Linux 6.5 and later refuse those), or no memory to pin"
                 )
-            h = int(arg.params.hObjectNew)
-            dev = self.device
-            undo.push(f"free OS descriptor {what}", lambda: p.free(dev, h, f"free OS descriptor {what}"))
             va = self._va(undo, n, PAGE_4K)
             self._gpu_map(undo, h, va, n, what)
         except BaseException:
