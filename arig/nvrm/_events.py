@@ -12,6 +12,13 @@ The fd merges wakes and carries no identity: the words are the only truth.
 is registered once (:meth:`DriverEvents.watch`) and the words are read in the
 callback, after the selector's poll re-armed it.
 
+The loop is never handed the driver's fd itself, but an epoll fd of this
+object's that holds it: ``nvidia_poll`` registers a poller only on a file
+without ``O_NONBLOCK``, and some loops set that flag on every fd they are given
+(uvloop's libuv does, in ``uv_poll_init``), after which the interrupt wakes no
+one and a completion is seen only when something else looks.  The fd stays
+blocking here, inside an epoll set that no loop can change.
+
 Threads: ``watch``, ``detach`` and the callbacks on the loop; ``quiesce``
 and ``close`` on the submit thread (``quiesce`` posts to the loop, through
 its port, and waits for it, bounded).
@@ -20,6 +27,7 @@ its port, and waits for it, bounded).
 from __future__ import annotations
 
 import asyncio
+import select
 import threading
 from collections.abc import Callable
 
@@ -44,6 +52,7 @@ class DriverEvents:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._port: LoopPort | None = None
         self._watched = False
+        self._epoll: select.epoll | None = None  # the loop's fd: holds self.fd (see the module docstring)
         self._closing = False
         self._quiet = threading.Event()
         self._fd_lock = threading.Lock()  # the fd is closed once, by whichever thread comes first
@@ -52,13 +61,32 @@ class DriverEvents:
     def watch(self, on_wake: Callable[[], None]) -> None:
         self._loop = asyncio.get_running_loop()
         self._port = port_of(self._loop)
-        self._port.add_reader(self.fd, on_wake)
+        ep = self._epoll = select.epoll()
+        try:
+            ep.register(self.fd, select.EPOLLIN)  # level-triggered: a wake is never lost between two looks
+
+            def ready() -> None:
+                ep.poll(0)  # the driver's flag is clear again before the words are read
+                on_wake()
+
+            self._port.add_reader(ep.fileno(), ready)
+        except BaseException:
+            self._epoll = None
+            ep.close()
+            raise
         self._watched = True
+
+    @property
+    def loop_fd(self) -> int:
+        """The fd the loop reads (-1 while not watched): an epoll set holding the driver's fd."""
+        return self._epoll.fileno() if self._epoll is not None else -1
 
     def _unwatch(self) -> None:
         self._stop_reads()
-        if self._watched and self._port is not None:
-            self._port.remove_reader(self.fd)
+        if self._watched and self._port is not None and self._epoll is not None:
+            self._port.remove_reader(self._epoll.fileno())
+            self._epoll.close()  # before the driver's fd closes: the loop's number is never reused under it
+            self._epoll = None
             self._watched = False
 
     def _quiesce(self) -> None:

@@ -108,7 +108,9 @@ class FakeNvrm(Rm, Memory, Gpu):
     escapes, controls, classes, methods; handles or fds it never gave;
     objects freed while mapped; GPU accesses outside mapped memory; what
     was left at exit).  ``log``: every call (name, calling thread, args).
-    ``launches``: (kernel, grid, block) of every launch run; ``interrupts``: event fd writes.
+    ``launches``: (kernel, grid, block) of every launch run; ``interrupts``: event fd writes;
+    ``interrupts_unheard``: interrupts that woke no one because the event fd had been made
+    non-blocking (the driver's poll registers a waiter only on a blocking file).
     """
 
     # -- for tests ---------------------------------------------------------------------

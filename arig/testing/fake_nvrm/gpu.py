@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import struct
 import threading
 import time
@@ -208,6 +209,10 @@ class Gpu(_State):
             for o in self.objects.values():
                 if o.cls == _exec_params.NV01_EVENT_OS_EVENT and self._gpu_of(o) == ch.gpu and o.event_fd in self._os_events:
                     mine = self._os_events[o.event_fd]
+                    if not os.get_blocking(mine):
+                        # As nvidia_poll: a file with O_NONBLOCK gets no poll waiter, so no poller wakes.
+                        self.interrupts_unheard += 1
+                        continue
                     os.write(mine, (1).to_bytes(8, "little"))
                     self.interrupts += 1
                     self._drain[mine] = time.monotonic() + 1e-3
@@ -221,7 +226,8 @@ class Gpu(_State):
                 if now >= at:
                     del self._drain[mine]
                     try:
-                        os.read(mine, 8)
+                        if select.select([mine], [], [], 0)[0]:  # the file is blocking: read only what is there
+                            os.read(mine, 8)
                     except OSError:
                         pass
 

@@ -291,7 +291,7 @@ class Rm(_State):
             self._violation(f"{what}: ALLOC_OS_EVENT of fd {int(arg.fd)} sent on fd {fd}")
             arg.Status = _status("INVALID_ARGUMENT")
             return
-        mine = os.eventfd(0, os.EFD_CLOEXEC | os.EFD_NONBLOCK)
+        mine = os.eventfd(0, os.EFD_CLOEXEC)  # blocking, as the driver's ctl file: see _interrupt
         os.dup2(mine, fd, inheritable=False)  # the device's fd is now the same pollable file
         self._os_events[fd] = mine
         f.kind = "event"

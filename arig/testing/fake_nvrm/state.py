@@ -153,6 +153,7 @@ class _State:
         self.violations: list[str] = []
         self.launches: list[tuple[str, tuple[int, int, int], tuple[int, int, int]]] = []
         self.interrupts = 0  # event fd writes made (NON_STALL_INTERRUPT, copy-engine interrupts, RC errors)
+        self.interrupts_unheard = 0  # interrupts on an event fd made non-blocking: the driver wakes no poller of those
         self.kernels: dict[str, KernelFn] = {}
         self.objects: dict[int, _Obj] = {}
         self.files: dict[int, _File] = {}
