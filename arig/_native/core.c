@@ -109,8 +109,9 @@ static void signal_lanes(core_t *c) {
     }
 }
 
-/* Look at every lane's completion; tell the loop of progress.  Returns 1 on progress. */
-static int look(core_t *c, uint64_t now) {
+/* Look at every lane's completion; tell the loop of progress.  Returns 1 on progress.  fresh: the
+ * lane a spin saw progress on while it watched (-1: none). */
+static int look_fresh(core_t *c, uint64_t now, int fresh) {
     int progressed = 0;
     for (int i = 0; i < c->nlanes; i++) {
         lane_t *l = &c->lanes[i];
@@ -118,7 +119,7 @@ static int look(core_t *c, uint64_t now) {
         if (d > l->seen) {
             uint64_t t = atomic_load(&l->t_ns);
             if (t <= l->t_look || atomic_load(&l->t_v) < d) { /* no host function stamped this progress: seen now */
-                atomic_store(&l->t_ns, t = stamp_of(c, l, now));
+                atomic_store(&l->t_ns, t = stamp_of(c, l, now, i == fresh));
                 atomic_store(&l->t_v, d);
             }
             l->t_look = t;
@@ -135,6 +136,8 @@ static int look(core_t *c, uint64_t now) {
         kick(c);
     return progressed;
 }
+
+static int look(core_t *c, uint64_t now) { return look_fresh(c, now, -1); }
 
 /* look(), remembering progress for the fault check. */
 static void look_now(core_t *c) {
@@ -425,12 +428,15 @@ static void spin(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     uint64_t target = l->out, end = now + (uint64_t)c->spin_ns;
     if (l->slept_for == l->out && l->est > LONG_WORK_NS) /* woken ahead of the prediction: spin past it */
         end = l->t_sig + (uint64_t)l->est + (uint64_t)c->spin_ns > end ? l->t_sig + (uint64_t)l->est + (uint64_t)c->spin_ns : end;
-    uint64_t prev = l->seen;
+    uint64_t prev = l->seen, turns = 0;
     while (lane_done(l) == prev && now_ns() < end && atomic_load_explicit(&c->head, memory_order_acquire) == t &&
-           !atomic_load(&c->stop))
+           !atomic_load(&c->stop)) {
         cpu_relax();
+        turns++;
+    }
     uint64_t seen_at = now_ns();
-    if (look(c, seen_at)) {
+    /* Fresh only where the word changed while this spin watched it, not before it began. */
+    if (look_fresh(c, seen_at, turns && lane_done(l) != prev ? (int)(l - c->lanes) : -1)) {
         c->last_progress = seen_at;
         if (l->seen >= target && l->backstop < target) {
             if (!gpu_learns(c))

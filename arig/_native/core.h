@@ -179,8 +179,9 @@ ARIG_INTERNAL double est_peek(core_t *c, uint64_t key);
 ARIG_INTERNAL void est_hit(core_t *c, lane_t *l, double d);
 /* Lane l's burst was found done (done) or not yet (!done) bound ns after its signal. */
 ARIG_INTERNAL void est_bound(core_t *c, lane_t *l, double bound, int done);
-/* When lane l's word was written, on CLOCK_MONOTONIC (the GPU's time where it has one, else now). */
-ARIG_INTERNAL uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now);
+/* When lane l's word was written, on CLOCK_MONOTONIC (the GPU's time where it has one, else now);
+ * fresh: a spin saw it change just now (the clocks' offset is learned from those only). */
+ARIG_INTERNAL uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now, int fresh);
 /* The native thread's body (pthread_create's start routine). */
 ARIG_INTERNAL void *core_run(void *arg);
 

@@ -75,20 +75,27 @@ void est_bound(core_t *c, lane_t *l, double bound, int done) {
 }
 
 /* When the lane's word was written, on CLOCK_MONOTONIC: the GPU's time of it where the hardware
- * writes one, else now.  The offset between the two clocks is learned as the least (now - GPU time)
- * seen: a spin sees a release within a fraction of a microsecond; it is let rise slowly, so that a
- * drift between the clocks is followed. */
-uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now) {
+ * writes one (and the clocks' offset is known), else now.  The offset is learned only from fresh
+ * looks (fresh: a spin saw the word change while it watched, within a fraction of a microsecond of
+ * the release), as the least (now - GPU time) seen, let rise slowly so that a drift between the
+ * clocks is followed.  Never from other looks: a look that comes late would make the GPU's times
+ * read late, the learned lengths long, the sleeps long and the next looks late again, a state that
+ * keeps itself (seen on the H200: every 1 ms kernel found 3 ms late). */
+uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now, int fresh) {
     uint64_t g = c->ops->stamp ? c->ops->stamp(l) : 0;
     if (!g)
         return now;
-    int64_t cand = (int64_t)(now - g);
-    if (!c->gpu_cal || cand < c->gpu_off) {
-        c->gpu_off = cand;
-        c->gpu_cal = 1;
-    } else {
-        c->gpu_off += (cand - c->gpu_off) >> 12;
+    if (fresh) {
+        int64_t cand = (int64_t)(now - g);
+        if (!c->gpu_cal || cand < c->gpu_off) {
+            c->gpu_off = cand;
+            c->gpu_cal = 1;
+        } else {
+            c->gpu_off += (cand - c->gpu_off) >> 12;
+        }
     }
+    if (!c->gpu_cal)
+        return now;
     uint64_t s = g + (uint64_t)c->gpu_off;
     return s < now ? s : now;
 }
