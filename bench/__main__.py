@@ -3,7 +3,7 @@
 Runs every benchmark the machine can: the host device always, the CUDA
 ones where ``arig.cuda.count() > 0``, the PyTorch/CuPy baselines where they
 import.  Prints a table and writes ``DIR/results.json``, ``DIR/table.md``
-and up to three PNGs (when matplotlib imports): five files at most.
+and up to four PNGs (when matplotlib imports): six files at most.
 ``results.json`` is rewritten after every benchmark, so a run cut short
 keeps what it measured.
 """
