@@ -81,13 +81,14 @@ def gpu_lengths_us(stamps: np.ndarray[Any, Any] | None, lengths_us: Sequence[int
 
 
 def late_summary(lateness_us: Sequence[float] | np.ndarray[Any, Any]) -> dict[str, Any]:
-    """n, p50, p90, p99, max, min, mean of the finite lateness values (µs); ``{"n": 0}`` if none."""
+    """n, p50, p90, p99, max, min, mean of the finite lateness values (µs); ``{"n": 0}`` if none.
+    ``median`` repeats p50: ``bench.compare`` compares every summary by its median."""
     a = np.asarray(lateness_us, dtype=np.float64)
     a = a[np.isfinite(a)]
     if a.size == 0:
         return {"n": 0}
     p50, p90, p99 = np.percentile(a, [50, 90, 99])
-    return {"n": int(a.size), "p50": float(p50), "p90": float(p90), "p99": float(p99),
+    return {"n": int(a.size), "p50": float(p50), "median": float(p50), "p90": float(p90), "p99": float(p99),
             "max": float(a.max()), "min": float(a.min()), "mean": float(a.mean())}
 
 

@@ -39,7 +39,7 @@ import numpy as np
 from ._common import Config, LoopUnavailable, error_record, log, loop_factory, loop_name, loop_versions, run_in_loop
 from ._lateness import (
     LENGTHS_US, NEVER_SEEN_K, NEVER_SEEN_US, TAIL_MIX, TAIL_N, TAIL_SEED, counter_delta, fit_count, gpu_lengths_us,
-    length_row, mix_mean_us, samples, seconds_of, tail_lengths, tail_summary, warm,
+    late_summary, length_row, mix_mean_us, samples, seconds_of, tail_lengths, tail_summary, warm,
 )
 
 __all__ = ["run", "DEVICES", "SWEEP_LOOPS", "TAIL_LOOPS", "ArigTarget", "TorchTarget", "measure"]
@@ -245,14 +245,19 @@ async def _arig(kind: str) -> AsyncIterator[ArigTarget]:
 
 
 async def _sweep(target: Any, cfg: Config) -> dict[str, Any]:
-    """Per length: a warm-up (discarded), then the measured block."""
+    """Per length: a warm-up, then the measured block.  The warm-up's lateness is kept apart
+    (``warm_up``): it shows how many waits the prediction took to follow the new length."""
     per: dict[str, Any] = {}
     for us in LENGTHS_US:
         w, n = warm(us, cfg.quick), samples(us, cfg.quick)
+        first = None
         if w:
-            await asyncio.wait_for(measure(target, [us] * w), 60 + seconds_of([us] * w) * 3)
+            mw = await asyncio.wait_for(measure(target, [us] * w), 60 + seconds_of([us] * w) * 3)
+            first = {"n": w, "lateness_us": late_summary(_lateness(mw, [us] * w)), "first_us": round(float(_lateness(mw, [us] * w)[0]), 2)}
         m = await asyncio.wait_for(measure(target, [us] * n), 60 + seconds_of([us] * n) * 3)
         per[str(us)] = _figures(m, [us] * n)
+        if first is not None:
+            per[str(us)]["warm_up"] = first
     return per
 
 
