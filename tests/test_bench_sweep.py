@@ -133,12 +133,9 @@ def _fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     assert cuda.violations == [] and nv.violations == []
 
 
-def test_the_sweep_runs_on_the_fake_drivers(monkeypatch: pytest.MonkeyPatch) -> None:
-    with _fakes(monkeypatch):
-        out = sweep.run(Config(quick=True, deadline=time.perf_counter() + 120))
-    nv_runs = arig._native.library() is not None  # the NV device needs the native core
-    assert set(out["rows"]) == {f"{d}/{lp}" for d in sweep.DEVICES for lp in sweep.SWEEP_LOOPS}
-    for name, r in out["rows"].items():
+def _check_rows(rows: dict[str, Any], nv_runs: bool) -> None:
+    assert set(rows) == {f"{d}/{lp}" for d in sweep.DEVICES for lp in sweep.SWEEP_LOOPS}
+    for name, r in rows.items():
         if name.startswith("nv") and not nv_runs:
             assert "error" in r, r
             continue
@@ -147,21 +144,46 @@ def test_the_sweep_runs_on_the_fake_drivers(monkeypatch: pytest.MonkeyPatch) -> 
         for us, x in r["by_length_us"].items():
             assert x["n"] == L.samples(int(us), True) and x["stamps_missing"] == 0, (name, us, x)
             assert x["lateness_us"]["n"] == x["n"] and x["cpu_us_per_wait"] > 0
-            if int(us) >= 1_000:  # the fake's sleep is the kernel: its stamps say so
+            assert x["warm_up"]["n"] == L.warm(int(us), True)
+            if us != "0":  # the fake's sleep is the kernel: its stamps say how long it ran
                 assert x["kernel_gpu_us"] >= int(us)
-            assert x["lateness_us"]["p50"] < x["latency_us"]["p50"] or us == "0"
-    assert all(b.get("skipped") for b in out["baselines"].values()) or all("by_length_us" in b for b in out["baselines"].values())
-    for kind, r in out["never_seen"].items():
+                assert x["lateness_us"]["p50"] < x["latency_us"]["p50"]
+
+
+def _check_never_seen(never_seen: dict[str, Any], nv_runs: bool) -> None:
+    for kind, r in never_seen.items():
         if kind == "nv" and not nv_runs:
             continue
         assert list(r["by_length_us"]) == [str(us) for us in L.NEVER_SEEN_US], r
         one, ten = r["by_length_us"]["1000"], r["by_length_us"]["10000"]
-        assert one["grids"][1] < ten["grids"][0], "each length has grids of its own"
-        assert len(one["lateness_each_us"]) == L.NEVER_SEEN_K[1]
-    for name, r in out["tail"].items():
+        assert one["grids"][0] > 1 and one["grids"][1] < ten["grids"][0], "grids no earlier launch had, each length its own"
+        assert len(one["lateness_each_us"]) == L.NEVER_SEEN_K[1] and one["stamps_missing"] == 0
+
+
+def _check_tail(tail: dict[str, Any], nv_runs: bool) -> None:
+    assert set(tail) == {f"{d}/{lp}" for d in sweep.DEVICES for lp in sweep.TAIL_LOOPS}
+    for name, r in tail.items():
         if name.startswith("nv") and not nv_runs:
             continue
-        assert r["n"] == L.TAIL_N[1] and r["stamps_missing"] == 0, r
+        assert r["n"] == L.TAIL_N[1] and r["stamps_missing"] == 0 and "note" not in r, r
         assert r["p999"] >= r["p99"] >= r["p50"] and r["late_over_1ms"] >= 0
+
+
+def test_the_sweep_runs_on_the_fake_drivers(monkeypatch: pytest.MonkeyPatch) -> None:
+    with _fakes(monkeypatch):
+        out = sweep.run(Config(quick=True, deadline=time.perf_counter() + 120))
+    nv_runs = arig._native.library() is not None  # the NV device needs the native core
+    _check_rows(out["rows"], nv_runs)
+    _check_never_seen(out["never_seen"], nv_runs)
+    _check_tail(out["tail"], nv_runs)
+    # without torch both baselines say why; with it, both have rows
+    assert all(b.get("skipped") for b in out["baselines"].values()) or all("by_length_us" in b for b in out["baselines"].values())
     text = table({"benchmarks": {"sweep": out}, "meta": {}})
     assert "Length sweep" in text and "cuda/asyncio" in text and "Tail" in text
+
+
+def test_a_sweep_out_of_time_skips_its_parts_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    with _fakes(monkeypatch):
+        out = sweep.run(Config(quick=True, deadline=time.perf_counter() + 1.0))
+    parts = [*out["rows"].values(), *out["baselines"].values(), *out["never_seen"].values(), *out["tail"].values()]
+    assert parts and all("--max-seconds" in str(r.get("skipped")) for r in parts), parts
