@@ -3,7 +3,7 @@
 Runs every benchmark the machine can: the host device always, the CUDA
 ones where ``arig.cuda.count() > 0``, the PyTorch/CuPy baselines where they
 import.  Prints a table and writes ``DIR/results.json``, ``DIR/table.md``
-and up to three PNGs (when matplotlib imports): five files at most.
+and up to four PNGs (when matplotlib imports): six files at most.
 ``results.json`` is rewritten after every benchmark, so a run cut short
 keeps what it measured.
 """
@@ -43,6 +43,7 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "replay": ("bench.replay", True),
     "interop": ("bench.interop", True),
     "nv": ("bench.nv", True),
+    "sweep": ("bench.sweep", True),
 }
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,13 +215,13 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in BENCHMARKS if n in names]  # run in the fixed order
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    cfg = Config(quick=args.quick)
     results = Results(out_dir, {"meta": _meta(args, names), "benchmarks": {}})
     meta, benches = results.data["meta"], results.data["benchmarks"]
     state: dict[str, Any] = {"current": "setup"}
     max_s = args.max_seconds if args.max_seconds is not None else (120.0 if args.quick else 480.0)
     dog = _watchdog(max_s, results, state, out_dir)
     t_start = time.perf_counter()
+    cfg = Config(quick=args.quick, deadline=t_start + max_s)
 
     gpus, why = _prepare_gpu(meta, names)
     results.write()

@@ -56,9 +56,16 @@ class Config:
 
     quick: bool = False
     notes: list[str] = field(default_factory=list)
+    #: ``time.perf_counter()`` past which the run's ``--max-seconds`` watchdog ends it (None: no
+    #: limit): a benchmark that can size itself reads ``left()`` instead of being cut off.
+    deadline: float | None = None
 
     def pick(self, full: Any, quick: Any) -> Any:
         return quick if self.quick else full
+
+    def left(self) -> float:
+        """Seconds until the deadline (infinite without one)."""
+        return float("inf") if self.deadline is None else self.deadline - time.perf_counter()
 
 
 def log(msg: str) -> None:

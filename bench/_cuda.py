@@ -99,11 +99,19 @@ class RawCuda:
         self.check(self.lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
 
     # -- launches ------------------------------------------------------------------
-    def launch(self, name: str, args: bytes = b"") -> Any:
-        """An ``arig.cuda.Launch`` of this module's kernel ``name`` (1 block of 1 thread)."""
+    def function(self, name: str) -> int:
+        """The CUfunction of this module's kernel ``name`` (looked up once, then kept)."""
+        if name not in self.funcs:
+            f = c_void_p()
+            self.check(self.lib.cuModuleGetFunction(byref(f), self.module, name.encode()), f"cuModuleGetFunction({name})")
+            self.funcs[name] = f.value or 0
+        return self.funcs[name]
+
+    def launch(self, name: str, args: bytes = b"", grid: int = 1) -> Any:
+        """An ``arig.cuda.Launch`` of this module's kernel ``name`` (``grid`` blocks of 1 thread)."""
         from arig.cuda import Launch
 
-        return Launch(self.funcs[name], 1, 1, args)
+        return Launch(self.function(name), grid, 1, args)
 
     def spin_or_empty(self, us: int) -> Any:
         from arig.cuda import pack

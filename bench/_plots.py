@@ -8,9 +8,11 @@ from typing import Any
 
 from ._stats import dig, fmt
 
-__all__ = ["plots", "PLOT_FILES"]
+__all__ = ["plots", "PLOT_FILES", "SWEEP_FILE"]
 
 PLOT_FILES = ("latency.png", "concurrency.png", "overhead.png")
+#: The length sweep's plot, written only where ``bench.sweep`` ran.
+SWEEP_FILE = "sweep.png"
 
 #: One colour per method in every panel.
 COLORS = {"arig": "tab:blue", "arig GPU": "tab:blue", "arig host": "tab:cyan", "raw_floor": "tab:gray", "raw_ctypes": "tab:gray",
@@ -29,7 +31,9 @@ def plots(results: dict[str, Any], out_dir: Path) -> dict[str, str]:
     except Exception as exc:  # noqa: BLE001
         return {f: f"skipped: matplotlib not importable ({exc})" for f in PLOT_FILES}
     status = {}
-    for fname, fn in zip(PLOT_FILES, (_plot_latency, _plot_concurrency, _plot_overhead)):
+    # sweep.png only where the sweep ran: a run without it writes no more files than before.
+    extra = (SWEEP_FILE,) if isinstance(dig(results, "benchmarks", "sweep", "rows"), dict) else ()
+    for fname, fn in zip(PLOT_FILES + extra, (_plot_latency, _plot_concurrency, _plot_overhead, _plot_sweep)):
         try:
             status[fname] = fn(results, out_dir / fname)
         except Exception as exc:  # noqa: BLE001
@@ -41,6 +45,16 @@ def _empty(ax: Any, what: str) -> None:
     ax.text(0.5, 0.5, f"no data\n({what})", ha="center", va="center", transform=ax.transAxes, color="gray")
     ax.set_xticks([])
     ax.set_yticks([])
+
+
+def _loglog(ax: Any, xlabel: str, title: str, legend: int = 8) -> None:
+    """Log axes, grid, title and legend of a panel against kernel length."""
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=legend)
 
 
 def _errbar(ax: Any, x: list[Any], summaries: list[dict[str, Any]], label: str, **kw: Any) -> None:
@@ -78,12 +92,7 @@ def _plot_latency(results: dict[str, Any], path: Path) -> str:
             _errbar(a1, xs, ov, name)
             _errbar(a2, xs, [per[u]["cpu_us_per_wait"] for u in us], name)
         for ax, t in ((a1, "completion latency − kernel time (µs): p50, IQR bars, p99 dash"), (a2, "process CPU per wait (µs, all threads; median of blocks)")):
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("kernel µs (0 plotted at 1: the empty kernel)")
-            ax.set_title(t, fontsize=10)
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=8)
+            _loglog(ax, "kernel µs (0 plotted at 1: the empty kernel)", t)
         names = [n for n in have if n != "arig" and methods[n].get("vs_arig")]
         if names:
             us = list(have.get("arig", {}))
@@ -249,6 +258,64 @@ def _gpu_time_and_fault_panel(ax: Any, b: dict[str, Any]) -> None:
         ])
         ax.text(0.98, 0.97, text, transform=ax.transAxes, ha="right", va="top", fontsize=8, family="monospace",
                 bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9})
+
+
+#: The sweep's lines: colour by event loop (or baseline), line style by device.
+_SWEEP_COLORS = {"asyncio": "tab:blue", "uvloop": "tab:green", "spin": "navy", "torch_poll": "tab:red", "torch_executor": "tab:orange"}
+
+
+def _sweep_series(sw: dict[str, Any]) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """name -> (its row, matplotlib style), for every row and baseline with figures."""
+    out = {}
+    for group in ("rows", "baselines"):
+        for name, r in (sw.get(group) or {}).items():
+            if isinstance(r, dict) and r.get("by_length_us"):
+                kind, _, loop = name.partition("/")
+                style = {"color": _SWEEP_COLORS.get(loop or name, "tab:gray"), "linestyle": "--" if kind == "nv" else "-", "marker": "o"}
+                out[name] = (r["by_length_us"], style)
+    return out
+
+
+def _plot_sweep(results: dict[str, Any], path: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    sw = dig(results, "benchmarks", "sweep") or {}
+    series = _sweep_series(sw)
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    (a1, a2), (a3, a4) = axes
+    panels = ((a1, ("lateness_us", "p50"), "lateness p50 (µs): latency − the kernel's own GPU length"),
+              (a2, ("lateness_us", "p99"), "lateness p99 (µs)"),
+              (a3, ("cpu_us_per_wait",), "process CPU per wait (µs, all threads)"))
+    for ax, key, title in panels:
+        if not series:
+            _empty(ax, "no sweep rows")
+            continue
+        for name, (per, style) in series.items():
+            pts = [(max(int(us), 10), dig(x, *key)) for us, x in per.items()]
+            pts = [(x, y) for x, y in pts if isinstance(y, (int, float)) and y > 0]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=name, **style)
+        _loglog(ax, "kernel µs (the empty kernel plotted at 10)", title, legend=7)
+    _tail_panel(a4, sw.get("tail") or {})
+    return _save(fig, results, path, bottom=0.03)
+
+
+def _tail_panel(ax: Any, tail: dict[str, Any]) -> None:
+    runs = {n: r for n, r in tail.items() if isinstance(r, dict) and "p50" in r}
+    if not runs:
+        _empty(ax, "no tail run")
+        return
+    keys = ("p50", "p99", "p999", "max")
+    for name, r in runs.items():
+        kind, _, loop = name.partition("/")
+        ax.plot(range(len(keys)), [max(float(r.get(k) or 0), 1e-3) for k in keys], marker="o", label=f"{name} (n {r.get('n', 0):,})",
+                color=_SWEEP_COLORS.get(loop, "tab:gray"), linestyle="--" if kind == "nv" else "-")
+    ax.axhline(1000.0, color="k", lw=0.8, linestyle=":")
+    ax.set_xticks(range(len(keys)), ["p50", "p99", "p99.9", "max"])
+    ax.set_yscale("log")
+    ax.set_ylabel("lateness µs (dotted: 1 ms)")
+    ax.set_title("tail: mixed lengths, lateness percentiles", fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
 
 
 def _save(fig: Any, results: dict[str, Any], path: Path, bottom: float) -> str:

@@ -243,10 +243,16 @@ def _nv_row(kind: str, r: dict[str, Any]) -> list[Any]:
             dig(r, "spin_1ms", "cpu_us_per_wait"), m.get("completions_per_s"), m.get("cpu_us_per_completion"), dig(r, "submit_cpu_us", "median")]
 
 
+def _sweep_section(b: dict[str, Any]) -> list[str]:
+    from ._report_sweep import sweep_section
+
+    return sweep_section(b, _md)
+
+
 #: The table's sections, in the order they print (the host device's, 7, follows the idle one, 8).
 _SECTIONS: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
     _latency_section, _concurrency_section, _submit_section, _loop_section, _replay_section,
-    _fault_section, _idle_section, _host_section, _interop_section, _nv_section,
+    _fault_section, _idle_section, _host_section, _interop_section, _nv_section, _sweep_section,
 )
 
 def _latency_notes(methods: dict[str, Any]) -> list[str]:

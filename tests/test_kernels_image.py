@@ -44,6 +44,7 @@ CONTRACT: dict[str, tuple[tuple[int, int], ...]] = {
     "saxpy": ((0, 4), (8, 8), (16, 8), (24, 4)),  # float a, const float *x, float *y, int32_t n
     "empty": (),
     "spin": ((0, 8),),  # uint64_t ns
+    "spin_stamped": ((0, 8), (8, 8), (16, 4)),  # uint64_t ns, uint64_t *out, uint32_t index
     "store": ((0, 8), (8, 4), (16, 8)),  # uint64_t *out, uint32_t index, uint64_t value
     "step": ((0, 8), (8, 4), (16, 8)),  # uint64_t *out, uint32_t index, uint64_t value
     "trap": (),

@@ -23,6 +23,19 @@ __global__ void spin(uint64_t ns) {
     } while (now - start < ns);
 }
 
+// spin, stamped: out[2*index] = start, out[2*index+1] = end (global timer ns), written by the
+// first thread of the grid, so a benchmark reads the kernel's own GPU time back per sample.
+__global__ void spin_stamped(uint64_t ns, uint64_t *out, uint32_t index) {
+    uint64_t start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        out[2 * (uint64_t)index] = start;
+        out[2 * (uint64_t)index + 1] = now;
+    }
+}
 
 // Stores value at out[index]: lets tests see which launch ran with which arguments.
 __global__ void store(uint64_t *out, uint32_t index, uint64_t value) { out[index] = value; }
