@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import threading
 import time
 from pathlib import Path
 from collections import Counter
@@ -25,10 +26,11 @@ from arig.cuda._demo import shipped_image
 def thread_cpu() -> Counter[str]:
     """ns on CPU per thread name (schedstat), summed over threads of one name."""
     out: Counter[str] = Counter()
+    loop_tid = threading.main_thread().native_id
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
-                name = f.read().strip()
+                name = "loop" if int(tid) == loop_tid else f.read().strip()
             with open(f"/proc/self/task/{tid}/schedstat") as f:
                 out[name] += int(f.read().split()[0])
         except OSError:

@@ -64,6 +64,6 @@ def test_interrupts_reach_the_loop_and_the_driver_fd_stays_blocking(loop: str, m
     with f.installed():
         blocking, heard, own = _run(LOOPS[loop], main)
     assert blocking, "the driver's event fd was made non-blocking: its interrupts wake no poller"
-    assert f.interrupts_unheard == 0 and heard >= 5
+    assert f.interrupts_unheard == 0 and heard >= 1  # a wait the core saw end before its spin gave up takes none
     assert own
     assert f.violations == []

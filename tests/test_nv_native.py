@@ -372,14 +372,14 @@ async def test_memory_freed_during_a_launch_is_freed_after_it(fake: FakeNvrm) ->
 
 @pytest.fixture
 def small_rings(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeNvrm]:
-    """The fake driver with rings small enough that a test wraps and fills each of them: 64 GPFIFO
-    entries, 16 KiB of pushbuffer and 32 KiB of argument ring per queue (the core uses the first
+    """The fake driver with rings small enough that a test wraps and fills each of them: 16 GPFIFO
+    entries (a burst of many launches may take a single entry), 16 KiB of pushbuffer and 32 KiB of argument ring per queue (the core uses the first
     bytes of the full-size allocations)."""
     if not _native_core_here():
         pytest.skip(f"the native core is not in use here: {arig._native.status()}")
     import arig.nvrm._rm as rm
 
-    monkeypatch.setattr(rm, "GPFIFO_ENTRIES", 64)
+    monkeypatch.setattr(rm, "GPFIFO_ENTRIES", 16)
     spec = arig.nvrm._queue.spec
 
     def small(**kw: Any) -> Any:
@@ -432,7 +432,7 @@ async def test_rings_wrap_under_3000_launches_and_copies(small_rings: FakeNvrm) 
         await asyncio.wait_for(asyncio.gather(*(task(k, total // tasks) for k in range(tasks))), 120)
         assert len(set(values)) == total  # one value each (the downloads' values lie between them)
         assert dev.lost is None and dev.reached >= max(values)
-        assert dev.queues[0].handle.seq > 3 * 64 and dev.queues[1].handle.seq > 64  # both GPFIFO rings wrapped
+        assert dev.queues[0].handle.seq > 3 * 16 and dev.queues[1].handle.seq > 16  # both GPFIFO rings wrapped
     assert len(fake.launches) == total
 
 
@@ -459,5 +459,5 @@ async def test_full_rings_wait_for_the_gpu_then_go_on(small_rings: FakeNvrm) -> 
         gate.set()
         await asyncio.wait_for(dev.wait(vs[-1]), 60)
         assert dev.lost is None and np.all(y.numpy(np.float32)[:n] == np.float32(301 * 302 // 2))
-        assert dev.queues[0].handle.seq > 64  # the GPFIFO ring wrapped too
+        assert dev.queues[0].handle.seq > 16  # the GPFIFO ring wrapped too
     assert len(fake.launches) == 301
