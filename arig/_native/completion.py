@@ -22,6 +22,7 @@ Threads: ``attach``, ``detach``, ``on_wake``, ``deliver``, ``put`` and
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from .._memory import never_free
@@ -36,6 +37,15 @@ __all__ = ["NativeCompletion", "IDLE_SPIN_NS"]
 #: least: a task that awaited a completion usually submits again within this, and then needs no
 #: wake-up.  The core lengthens it (to 150 us at most) where the next submission usually comes later.
 IDLE_SPIN_NS = 50_000
+
+#: The loop's spin in a predicted window: the core wakes the loop ahead of a long work's predicted
+#: end (by as long as the loop takes to wake); if a waiter is pending and that end is at most
+#: LOOP_SPIN_AHEAD_NS away, the loop spins on the words until it comes, at most LOOP_SPIN_PAST_NS
+#: past it and LOOP_SPIN_MAX_NS in all.  A loop blocked in its selector takes tens of microseconds
+#: to wake (more after its CPU sat idle for a millisecond); one that spins sees the word at once.
+LOOP_SPIN_AHEAD_NS = 80_000
+LOOP_SPIN_PAST_NS = 30_000
+LOOP_SPIN_MAX_NS = 120_000
 
 
 class NativeCompletion:
@@ -141,14 +151,30 @@ class NativeCompletion:
             pass
         if self.core is not None:
             self._arm(self._ptr)
-            self.deliver()
+            if not self.deliver() and self._owner.timeline.waiting:
+                self._spin_window()
 
-    def deliver(self) -> None:
-        """Loop thread: report every lane's progress (one batch), then any fault."""
+    def _spin_window(self) -> None:
+        """Woken with nothing to deliver (the core's wake ahead of a predicted end): spin on the
+        words while that end is near (see LOOP_SPIN_AHEAD_NS), then deliver what came."""
+        core = self.core
+        assert core is not None
+        due = core.due()
+        if not due:
+            return
+        left = due - time.monotonic_ns()
+        if left > LOOP_SPIN_AHEAD_NS:
+            return  # woken early: the core tells the completion as usual
+        if core.loop_spin(min(max(left, 0) + LOOP_SPIN_PAST_NS, LOOP_SPIN_MAX_NS)):
+            self.deliver_spun()
+
+    def deliver(self) -> bool:
+        """Loop thread: report every lane's progress (one batch), then any fault.  True: progress."""
         tl = self._owner.timeline
         seen = self.core.seen if self.core is not None else None
         if seen is None:
-            return
+            return False
+        progressed = False
         for q, word, hword, tv, t in self._lanes:
             v = hword.value
             if word is not None:
@@ -162,10 +188,12 @@ class NativeCompletion:
                 stamped = tv.value >= v
                 ns = t.value if stamped else self._release_time(q)
                 tl.report_local(q, v, ns * 1e-9 if ns else None)
+                progressed = True
         if self._fault.value and not self._lost_told:
             self._fault_found()
         if self._space and not self.full():
             self.wake_space()
+        return progressed
 
     def _fault_found(self) -> None:
         assert self.core is not None

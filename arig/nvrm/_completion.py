@@ -44,9 +44,10 @@ class NvCompletion(NativeCompletion):
     def description(self) -> str:
         return "native core: GPU-released timeline words (with GPU time), bounded spin, NON_STALL_INTERRUPT backstop on the driver's event fd"
 
-    def deliver(self) -> None:
-        super().deliver()
+    def deliver(self) -> bool:
+        progressed = super().deliver()
         self._progressed(self._owner.timeline.reached)
+        return progressed
 
     def _release_time(self, lane: int) -> int:
         """The GPU's time of the lane's last release (the native thread has not looked yet)."""
