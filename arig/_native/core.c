@@ -118,16 +118,24 @@ static int look_fresh(core_t *c, uint64_t now, int fresh) {
         uint64_t d = lane_done(l);
         if (d > l->seen) {
             uint64_t t = atomic_load(&l->t_ns);
+            int told = 1;
             if (t <= l->t_look || atomic_load(&l->t_v) < d) { /* no host function stamped this progress: seen now */
                 atomic_store(&l->t_ns, t = stamp_of(c, l, now, i == fresh));
                 atomic_store(&l->t_v, d);
+                told = 0;
             }
             l->t_look = t;
-            if (gpu_learns(c) && d >= l->out && l->out > l->seen && t > l->t_sig)
+            int burst_done = d >= l->out && l->out > l->seen && t > l->t_sig;
+            if (burst_done && gpu_learns(c))
                 /* The burst in flight is done, and the GPU's time says when: learn its length
                  * exactly, however it was found (a spin, a timed wake, a push after the loop heard
                  * of it from a backstop). */
                 est_hit(c, l, (double)(t - l->t_sig));
+            else if (burst_done && told && l->insured >= l->out)
+                /* Its backstop's host function told it first (the spin missed, or the thread slept
+                 * past it): that time is a little after the work's end, whichever way the prediction
+                 * was wrong. */
+                est_told(c, l, (double)(t - l->t_sig));
             l->seen = d;
             progressed = 1;
         }

@@ -177,6 +177,10 @@ ARIG_INTERNAL uint64_t item_key(const core_t *c, const item_t *it);
 ARIG_INTERNAL double est_peek(core_t *c, uint64_t key);
 /* Lane l's burst was seen done d ns after its signal. */
 ARIG_INTERNAL void est_hit(core_t *c, lane_t *l, double d);
+/* How much sooner than its host function the GPU reaches a value, about (the host function's delay). */
+#define HOSTFN_LEAD_NS 15000.0
+/* Lane l's burst was told done by its backstop's host function d ns after its signal. */
+ARIG_INTERNAL void est_told(core_t *c, lane_t *l, double d);
 /* Lane l's burst was found done (done) or not yet (!done) bound ns after its signal. */
 ARIG_INTERNAL void est_bound(core_t *c, lane_t *l, double bound, int done);
 /* When lane l's word was written, on CLOCK_MONOTONIC (the GPU's time where it has one, else now);

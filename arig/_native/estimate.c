@@ -40,6 +40,23 @@ void est_hit(core_t *c, lane_t *l, double d) {
     l->est = e->est;
 }
 
+/* Told by a host function d ns after its signal (the backstop, asked before a sleep or when a spin
+ * gave up): the work ended a little before (a host function runs some microseconds after the GPU
+ * reaches it).  A prediction that far off moves there at once instead of creeping by a spin's
+ * length per wait (a kernel whose arguments made it 5x longer took ~100 waits to be found);
+ * one within a spin's length is kept (spins see the end more exactly than host functions do). */
+void est_told(core_t *c, lane_t *l, double d) {
+    est_t *e = est_of(c, l->key);
+    double cand = d - HOSTFN_LEAD_NS;
+    if (cand < 0)
+        cand = 0;
+    if (e->est == 0 || cand > e->est + (double)c->spin_ns || cand < e->est - (double)c->spin_ns) {
+        e->est = cand;
+        e->lo = e->hi = 0;
+    }
+    l->est = e->est;
+}
+
 /* Found done on waking at t_sig + bound: it took less.  Not done when a spin gave up at
  * t_sig + bound: it takes more.  Until a spin has seen this work complete, bisect between
  * such bounds (or step by half again); after that, nudge (its length jitters a little). */

@@ -75,7 +75,8 @@ static void hostfn(void *p) {
     atomic_store(&l->t_ns, now_ns());
     atomic_store(&l->t_v, v); /* host functions of a lane run in order: v only grows */
     atomic_thread_fence(memory_order_seq_cst);
-    kick(c);
+    if (__atomic_load_n(&l->seen, __ATOMIC_RELAXED) < v)
+        kick(c); /* the native thread has not told it yet (a backstop after a seen value wakes no one) */
     wake_native(c);
 }
 
@@ -155,6 +156,9 @@ static const lane_ops CUDA_LANES = {
     .backstop = cuda_backstop,
     .check_fault = cuda_check_fault,
     .destroy = cuda_destroy,
+    /* The host function before a sleep on long work: the loop hears of the end even where the
+     * prediction is late, and its time teaches the estimate (no GPU time here). */
+    .early_backstop = 1,
 };
 
 /* Without them: a host function signals every burst, and tells the loop itself. */
