@@ -13,7 +13,9 @@ any thread; a launch is usually made on the event loop.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import threading
 from collections.abc import Callable, Sequence
 from ctypes import c_int, c_uint64, c_void_p
 from typing import Any
@@ -83,16 +85,77 @@ def is_c_fill(fill: Any) -> bool:
 
 
 def fill_address(fill: Any) -> int:
-    """The address of a compiled fill: an int, or a ctypes function of the prototype ``arig.cuda_abi.FILL``."""
+    """The address of a compiled fill: an int, or a ctypes function of the prototype ``arig.cuda_abi.FILL``.
+
+    The address must lie in executable memory of this process: any other
+    number (``submit(1)``, a value passed as the fill by mistake) would be
+    called by the device's thread and crash the process."""
     if isinstance(fill, int) and not isinstance(fill, bool):
         if fill == 0:
             raise ArigValueError("a C fill's address must not be 0")
         if not 0 < fill < 1 << 64:
             raise ArigValueError(f"a C fill's address must be in 1..2**64-1, got {fill}")
-        return fill
+        return _executable(fill)
     if getattr(fill, "_restype_", None) is not c_int or tuple(getattr(fill, "_argtypes_", None) or ()) != FILL_ARGS:
         raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
-    return ctypes.cast(fill, c_void_p).value or 0
+    return _executable(ctypes.cast(fill, c_void_p).value or 0)
+
+
+class _CodeRanges:
+    """The process's executable mappings (``/proc/self/maps``), read once and again on a miss.
+
+    Code is mapped rarely (a library loaded, a ctypes callback made) and checked
+    on every submission of a compiled fill: a cached sorted list and a bisect
+    (well under a microsecond) on the hit, one read of the maps on a miss.
+    Where the maps cannot be read (not Linux) every address passes."""
+
+    __slots__ = ("ranges", "lock", "readable")
+
+    def __init__(self) -> None:
+        # (starts, ends), sorted: one attribute, so a reader on another thread sees the old
+        # pair or the new one, never half of each.
+        self.ranges: tuple[list[int], list[int]] = ([], [])
+        self.lock = threading.Lock()
+        self.readable = True
+
+    def contains(self, address: int) -> bool:
+        starts, ends = self.ranges
+        i = bisect.bisect_right(starts, address) - 1
+        return i >= 0 and address < ends[i]
+
+    def refresh(self) -> None:
+        try:
+            with open("/proc/self/maps", encoding="ascii", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            self.readable = False
+            return
+        ranges = []
+        for line in lines:
+            fields = line.split(None, 2)
+            if len(fields) >= 2 and "x" in fields[1]:
+                lo, _, hi = fields[0].partition("-")
+                ranges.append((int(lo, 16), int(hi, 16)))
+        ranges.sort()
+        self.ranges = ([lo for lo, _ in ranges], [hi for _, hi in ranges])
+
+
+_CODE = _CodeRanges()
+
+
+def _executable(address: int) -> int:
+    """``address`` if it lies in an executable mapping of this process; ArigValueError otherwise."""
+    code = _CODE
+    if code.contains(address) or not code.readable:
+        return address
+    with code.lock:
+        code.refresh()
+        if code.contains(address) or not code.readable:
+            return address
+    raise ArigValueError(
+        f"a C fill's address must point at compiled code of this process, and {address:#x} is in no executable mapping: "
+        "an int given as the fill is called as a C function (a Python fill is a function, an int arg goes in submit(fill, arg))"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
