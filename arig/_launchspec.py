@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from ctypes import c_int, c_uint64, c_void_p
@@ -44,18 +45,32 @@ def dims(value: Any, what: str) -> tuple[int, int, int]:
     """A grid or block size as (x, y, z), each 1 .. 2**32-1; an int ``n`` means (n, 1, 1).
 
     Exactly three sizes otherwise: a shorter tuple is as likely a mistake as a shorthand."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        value = (int(value), 1, 1)
+    n = _index(value)
+    if n is not None:
+        value = (n, 1, 1)
     if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or len(value) != 3:
         raise ArigValueError(f"{what} must be an int or (x, y, z), got {safe_repr(value)}")
     out = []
     for d in value:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+        size = _index(d)
+        if size is None:
             raise ArigTypeError(f"{what} sizes must be ints, got {safe_repr(value)}")
-        if not 1 <= d <= U32:
+        if not 1 <= size <= U32:
             raise ArigValueError(f"{what} sizes must be in 1..2**32-1, got {safe_repr(value)}")
-        out.append(int(d))
+        out.append(size)
     return out[0], out[1], out[2]
+
+
+def _index(value: Any) -> int | None:
+    """``value`` as an int if it is one or has ``__index__`` (a numpy integer), not a bool; else None."""
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def c_arg(arg: Any) -> int:
@@ -194,17 +209,19 @@ class KernelImage(Image):
 
 
 def _func(func: Any) -> int:
-    if isinstance(func, bool) or not isinstance(func, int):
+    handle = _index(func)
+    if handle is None:
         raise ArigTypeError(f"func must be a kernel's handle from image.function(name), an int; got {safe_repr(func)}")
-    if not 0 < func < _U64:
-        raise ArigValueError(f"func must be a kernel's handle from image.function(name), an int in 1..2**64-1; got {func}")
-    return func
+    if not 0 < handle < _U64:
+        raise ArigValueError(f"func must be a kernel's handle from image.function(name), an int in 1..2**64-1; got {handle}")
+    return handle
 
 
 def _shared(shared: Any) -> int:
-    if isinstance(shared, bool) or not isinstance(shared, (int, np.integer)) or not 0 <= shared <= U32:
+    n = _index(shared)
+    if n is None or not 0 <= n <= U32:
         raise ArigValueError(f"shared must be an int in 0..2**32-1 (bytes of dynamic shared memory), got {safe_repr(shared)}")
-    return int(shared)
+    return n
 
 
 def _args(args: Any) -> bytes:
