@@ -27,7 +27,7 @@ from ._errors import ArigTypeError, ArigValueError, safe_repr
 from ._memory import Buffer, Image
 
 __all__ = ["LaunchSpec", "ParamLayout", "Args", "KernelImage", "args_size", "check_params", "dims", "c_arg", "fill_address",
-           "is_c_fill", "FILL_ARGS", "U32"]  # fmt: skip
+           "is_c_fill", "FILL_ARGS", "U32", "pack"]  # fmt: skip
 
 U32 = (1 << 32) - 1
 _U64 = 1 << 64
@@ -175,6 +175,34 @@ def _executable(address: int) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # A kernel's parameters
+
+
+def _bytes_of(value: Any) -> tuple[bytes, int]:
+    if isinstance(value, Buffer):
+        return int(value.address).to_bytes(8, "little"), 8
+    if isinstance(value, np.generic) and not value.dtype.hasobject:
+        return value.tobytes(), value.dtype.alignment
+    if isinstance(value, ctypes._SimpleCData):  # type: ignore[attr-defined,unused-ignore]
+        return bytes(value), ctypes.alignment(value)
+    raise ArigTypeError(
+        f"kernel argument {value!r} has no fixed size: give numpy scalars (np.float32(2.0), np.int32(n), np.uint64(ptr)), ctypes scalars or Buffers"
+    )
+
+
+def pack(*values: Any) -> bytes:
+    """The argument bytes of ``values``, each at its natural alignment, as a kernel's parameters lie.
+
+    ``pack(np.float32(2.0), x_buf, y_buf, np.int32(n))`` for
+    ``saxpy(float a, const float *x, float *y, int n)``: a Buffer is its
+    address (8 bytes), a numpy or ctypes scalar its own bytes.  Both GPUs'
+    ``Launch`` take the result and check it against the kernel's layout.
+    """
+    out = bytearray()
+    for value in values:
+        data, align = _bytes_of(value)
+        out += b"\0" * (-len(out) % align)
+        out += data
+    return bytes(out)
 
 
 def args_size(layout: ParamLayout) -> int:
