@@ -57,6 +57,8 @@ BAD = {
     "func past 64 bits": ((1 << 64, 1, 32, GOOD_ARGS), {}),
     "grid of two": ((None, (4, 2), 32, GOOD_ARGS), {}),
     "grid 0": ((None, 0, 32, GOOD_ARGS), {}),
+    "grid past 32 bits": ((None, 1 << 32, 32, GOOD_ARGS), {}),
+    "func a float": ((1.0, 1, 32, GOOD_ARGS), {}),
     "block past 32 bits": ((None, 1, (1, 1, 1 << 32), GOOD_ARGS), {}),
     "block a float": ((None, 1, 1.5, GOOD_ARGS), {}),
     "args a list": ((None, 1, 32, [1, 2]), {}),
