@@ -69,9 +69,12 @@ def owned(buf: Buffer, device: Any) -> Buffer:
 
 
 def check_buffer(buf: Any, device: Any) -> Buffer:
-    """``buf`` if it is an open buffer made by ``device`` (a ``Device``: compared by identity)."""
+    """``buf`` if it is an open buffer made by ``device`` (a ``Device``: compared by identity).
+
+    A buffer no device made (built by hand, for a backend's own use) is known
+    by its device's name alone, as before devices marked theirs."""
     owner = getattr(buf, "_arig_owner", None)
-    if not isinstance(buf, Buffer) or owner is None or owner() is not device:
+    if not isinstance(buf, Buffer) or (owner() is not device if owner is not None else buf.device != device.name):
         other = f" (a buffer of another {device.name} device)" if isinstance(buf, Buffer) and buf.device == device.name else ""
         raise ArigTypeError(f"expected a buffer of {device.name}, got {safe_repr(buf)}{other}")
     if buf.closed:
