@@ -97,6 +97,8 @@ WRONG_ARITY = {
     "a method of none": _Callable().takes_none,
     "an object of one": _Callable(),
     "a partial of none left": functools.partial(_two, 1, 2),
+    "a partial with a keyword": functools.partial(_two, arg=1),
+    "a class whose instances take one": _Callable,
     "a builtin of one": len,
 }
 RIGHT_ARITY = {
@@ -104,6 +106,8 @@ RIGHT_ARITY = {
     "varargs": lambda *args: None,
     "a method": _Callable().takes_three,
     "a partial": functools.partial(lambda x, q, a, v: None, 1),
+    "a partial with a keyword": functools.partial(lambda q, a, v, k: None, k=1),
+    "an object with a def __call__ of *args": type("Star", (), {"__call__": lambda self, *a: None})(),
 }
 
 
