@@ -174,6 +174,29 @@ def _code_refuses(fn: FunctionType, bound: int) -> bool:
     return required > 3 or required_kw > 0 or (positional < 3 and not c.co_flags & inspect.CO_VARARGS)
 
 
+def _refuses(fill: Any) -> bool:
+    """Can ``fill`` not be called with three positional arguments, as far as can be read?"""
+    t = type(fill)
+    if t is FunctionType:
+        return _code_refuses(fill, 0)
+    if t is MethodType and type(fill.__func__) is FunctionType:
+        return _code_refuses(fill.__func__, 1)
+    if t is functools.partial and type(fill.func) is FunctionType and not fill.keywords:
+        return _code_refuses(fill.func, len(fill.args))
+    call = getattr(t, "__call__", None)  # noqa: B004 - the type's own def __call__, read from its code
+    if type(call) is FunctionType and t is not type:
+        return _code_refuses(call, 1)
+    try:
+        sig = inspect.signature(fill)
+    except (TypeError, ValueError):  # no signature to read: the call decides
+        return False
+    try:
+        sig.bind(None, None, 0)
+    except TypeError:
+        return True
+    return False
+
+
 def check_fill_args(fill: Any) -> None:
     """Refuse a Python fill that cannot be called as ``fill(queue, arg, v)``, where that can be read.
 
@@ -181,29 +204,13 @@ def check_fill_args(fill: Any) -> None:
     lose the device; refused here, before a value is assigned, the device is
     kept.  A callable whose signature cannot be read (many builtins) passes:
     the call decides."""
-    t = type(fill)
-    if t is FunctionType:
-        c = fill.__code__
-        if (c.co_argcount == 3 and not c.co_kwonlyargcount) or not _code_refuses(fill, 0):  # the first test: the usual fill
-            return
-    elif t is MethodType and type(fill.__func__) is FunctionType:
-        if not _code_refuses(fill.__func__, 1):
-            return
-    elif t is functools.partial and type(fill.func) is FunctionType and not fill.keywords:
-        if not _code_refuses(fill.func, len(fill.args)):
-            return
-    elif type(getattr(t, "__call__", None)) is FunctionType and t is not type:  # an object with a def __call__
-        if not _code_refuses(t.__call__, 1):
-            return
-    else:
-        try:
-            sig = inspect.signature(fill)
-        except (TypeError, ValueError):  # no signature to read
-            return
-        try:
-            sig.bind(None, None, 0)
-            return
-        except TypeError:
-            pass
+    if type(fill) is FunctionType and (c := fill.__code__).co_argcount == 3 and not c.co_kwonlyargcount:
+        return  # the usual fill, in three reads
+    if not _refuses(fill):
+        return
     name = getattr(fill, "__qualname__", None) or safe_repr(fill)
-    raise ArigTypeError(f"fill {name} takes {inspect.signature(fill)}: it cannot be called as fill(queue, arg, v), with 3 positional arguments")
+    try:
+        takes = f"takes {inspect.signature(fill)}"
+    except (TypeError, ValueError):  # a partial whose own arguments do not fit its function
+        takes = "cannot take its own bound arguments"
+    raise ArigTypeError(f"fill {name} {takes}: it cannot be called as fill(queue, arg, v), with 3 positional arguments")

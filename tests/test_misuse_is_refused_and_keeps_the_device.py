@@ -98,6 +98,7 @@ WRONG_ARITY = {
     "an object of one": _Callable(),
     "a partial of none left": functools.partial(_two, 1, 2),
     "a partial with a keyword": functools.partial(_two, arg=1),
+    "a partial of too many": functools.partial(_two, 1, 2, 3),
     "a class whose instances take one": _Callable,
     "a builtin of one": len,
 }
