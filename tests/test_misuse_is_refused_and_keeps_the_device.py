@@ -253,3 +253,14 @@ async def test_each_fake_nv_gpu_has_its_own_uuid_and_two_open_at_once_are_clean(
         assert arig.nvrm.describe(0)["uuid"] == a.facts["uuid"] and arig.nvrm.describe(1)["uuid"] == b.facts["uuid"]
         assert await a.run(noop) == 1 and await b.run(noop) == 1
     # _driver asserted the fake saw no violation (no "registered twice")
+
+
+async def test_a_dma_region_takes_numpy_integers_and_refuses_a_negative_offset() -> None:
+    async with _devices("host") as (dev,):
+        buf = await dev.alloc(64)
+        assert arig._device_args.dma_region(buf, np.int64(16), np.uint8(8)) == (16, 8)
+        assert arig._device_args.dma_region(buf, np.int32(60), None) == (60, 4)
+        for offset, nbytes in ((-4, None), (-4, 8), (0, 0), (60, 8)):
+            with pytest.raises(arig.ArigValueError, match="is not inside the buffer of 64 bytes"):
+                arig._device_args.dma_region(buf, offset, nbytes)
+        buf.close()
