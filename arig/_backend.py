@@ -43,6 +43,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ._device_args import check_fill_args
 from ._errors import ArigTypeError, safe_repr
 from ._memory import Buffer, Image
 from ._pure import Lane
@@ -185,7 +186,8 @@ class Backend(abc.ABC):
         """Validate a fill on the loop thread (no driver call); return what ``call_fill`` takes.
 
         An ``async def`` (or generator) fill is refused here, before a value
-        is assigned: called on the submit thread it would only make a coroutine.
+        is assigned: called on the submit thread it would only make a coroutine;
+        so is one that cannot take (queue, arg, v), where its signature can be read.
         """
         if not callable(fill):
             raise ArigTypeError(f"fill must be callable as fill(queue, arg, v), got {type(fill).__name__}")
@@ -193,6 +195,7 @@ class Backend(abc.ABC):
             raise ArigTypeError(
                 f"fill {callable_name(fill)} makes a coroutine or generator when called; a fill is a plain function that enqueues work and returns"
             )
+        check_fill_args(fill)
         return fill
 
     def prepare(self, fill: Any, arg: Any) -> Any:

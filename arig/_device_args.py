@@ -8,6 +8,12 @@ reaches the submit thread.  Each raises the ``ArigTypeError`` or
 
 from __future__ import annotations
 
+import functools
+import inspect
+import numbers
+import operator
+import weakref
+from types import FunctionType, MethodType
 from typing import Any
 
 import numpy as np
@@ -16,10 +22,29 @@ from ._errors import ArigTypeError, ArigValueError, safe_repr
 from ._memory import Buffer
 
 
+#: The largest buffer any device is asked for: a size past it is a mistake (2**70), and would
+#: otherwise surface as numpy's or ctypes' own overflow text, naming no argument.
+MAX_NBYTES = (1 << 63) - 1
+
+
 def check_index(value: Any, what: str) -> int:
-    """``value`` if it is an int (not a bool); ``ArigTypeError`` naming ``what`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ArigTypeError(f"{what} must be an int, got {type(value).__name__}")
+    """``value`` as an int: an int or anything with ``__index__`` (a numpy integer), not a bool;
+    ``ArigTypeError`` naming ``what`` otherwise."""
+    if type(value) is int:
+        return value
+    if not isinstance(value, (bool, np.bool_)):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise ArigTypeError(f"{what} must be an int, got {type(value).__name__}")
+
+
+def check_value(v: Any) -> int:
+    """A timeline value (``wait``, ``reached_at``): an int of at least 0 (0 is reached from the start)."""
+    value = check_index(v, "v")
+    if value < 0:
+        raise ArigValueError(f"v must be a value the device handed out (1, 2, ...) or 0, got {value}")
     return value
 
 
@@ -28,25 +53,44 @@ def check_alloc(nbytes: Any, kind: Any) -> int:
     n = check_index(nbytes, "nbytes")
     if n <= 0:
         raise ArigValueError(f"nbytes must be positive, got {n}")
+    if n > MAX_NBYTES:
+        raise ArigValueError(f"nbytes is too large: {n} bytes (at most 2**63-1)")
     if kind is not None and not isinstance(kind, str):
         raise ArigTypeError(f"kind must be a str, got {type(kind).__name__}")
     return n
 
 
-def check_buffer(buf: Any, device: str) -> Buffer:
-    """``buf`` if it is an open buffer of the device named ``device``."""
-    if not isinstance(buf, Buffer) or buf.device != device:
-        raise ArigTypeError(f"expected a buffer of {device}, got {safe_repr(buf)}")
+def owned(buf: Buffer, device: Any) -> Buffer:
+    """Mark ``buf`` as made by ``device`` (the object itself, held weakly), for :func:`check_buffer`.
+
+    Names are not enough: two open host devices are both ``HOST``, and two
+    devices of one GPU share its name, yet one's buffer is no memory of the other."""
+    buf._arig_owner = weakref.ref(device)  # type: ignore[attr-defined]
+    return buf
+
+
+def check_buffer(buf: Any, device: Any) -> Buffer:
+    """``buf`` if it is an open buffer made by ``device`` (a ``Device``: compared by identity).
+
+    A buffer no device made (built by hand, for a backend's own use) is known
+    by its device's name alone, as before devices marked theirs."""
+    owner = getattr(buf, "_arig_owner", None)
+    if not isinstance(buf, Buffer) or (owner() is not device if owner is not None else buf.device != device.name):
+        other = f" (a buffer of another {device.name} device)" if isinstance(buf, Buffer) and buf.device == device.name else ""
+        raise ArigTypeError(f"expected a buffer of {device.name}, got {safe_repr(buf)}{other}")
     if buf.closed:
         raise ArigValueError("buffer is closed")
     return buf
 
 
-def check_copy(buf: Any, array: Any, device: str, writable: bool) -> np.ndarray[Any, Any]:
+def check_copy(buf: Any, array: Any, device: Any, writable: bool) -> np.ndarray[Any, Any]:
     """``array`` if ``upload`` (``writable=False``) or ``download`` may copy between it and ``buf``."""
     check_buffer(buf, device)
     if not isinstance(array, np.ndarray):
         raise ArigTypeError(f"expected a numpy array, got {type(array).__name__}")
+    if array.dtype.hasobject:
+        # Its bytes are pointers to Python objects: a copy would write raw bytes over them.
+        raise ArigTypeError(f"an array of dtype {array.dtype} holds Python objects, not data: copy arrays of plain numbers or bytes")
     if not array.flags.c_contiguous or (writable and not array.flags.writeable):
         raise ArigValueError("the array must be C-contiguous" + (" and writable" if writable else ""))
     if array.nbytes > buf.nbytes:
@@ -58,7 +102,7 @@ def dma_region(buf: Buffer, offset: Any, nbytes: Any) -> tuple[int, int]:
     """``dma``'s (offset, size): a region of at least one byte inside ``buf`` (all after ``offset`` if ``nbytes`` is None)."""
     offset = check_index(offset, "offset")
     n = buf.nbytes - offset if nbytes is None else check_index(nbytes, "nbytes")
-    if offset + n > buf.nbytes or n <= 0:
+    if offset < 0 or offset + n > buf.nbytes or n <= 0:
         raise ArigValueError(f"the region at {offset} of {n} bytes is not inside the buffer of {buf.nbytes} bytes")
     return offset, n
 
@@ -97,6 +141,76 @@ def check_open(opener: Any, max_pending: Any, stop_timeout: Any) -> str:
         raise ArigTypeError(f"expected an opener (arig.host.cpu(), arig.cuda.gpu(i), ...), got {safe_repr(opener)}")
     if check_index(max_pending, "max_pending") < 1:
         raise ArigValueError(f"max_pending must be at least 1, got {max_pending}")
-    if not stop_timeout > 0:
-        raise ArigValueError(f"stop_timeout must be positive, got {stop_timeout}")
+    check_timeout(stop_timeout, "stop_timeout")
     return name
+
+
+def check_timeout(value: Any, what: str) -> float:
+    """A timeout in seconds: a positive real number (``math.inf`` waits for ever), as a float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ArigTypeError(f"{what} must be a number of seconds, got {type(value).__name__}")
+    try:
+        seconds = float(value)
+    except OverflowError:
+        raise ArigValueError(f"{what} is too large: a number of seconds past the float range (give math.inf to wait for ever)") from None
+    if not seconds > 0:
+        raise ArigValueError(f"{what} must be positive, got {value}")
+    return seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# A Python fill's signature
+
+
+def _code_refuses(fn: FunctionType, bound: int) -> bool:
+    """Can a plain function (``bound`` of its arguments already given) not take (queue, arg, v)?
+
+    Read from its code object: a few attribute reads, cheap enough for every submission
+    (``inspect.signature`` costs some 15 us, several times a whole submit)."""
+    c = fn.__code__
+    positional = c.co_argcount - bound
+    required = positional - len(fn.__defaults__ or ())
+    required_kw = c.co_kwonlyargcount - len(fn.__kwdefaults__ or ())
+    return required > 3 or required_kw > 0 or (positional < 3 and not c.co_flags & inspect.CO_VARARGS)
+
+
+def _refuses(fill: Any) -> bool:
+    """Can ``fill`` not be called with three positional arguments, as far as can be read?"""
+    t = type(fill)
+    if t is FunctionType:
+        return _code_refuses(fill, 0)
+    if t is MethodType and type(fill.__func__) is FunctionType:
+        return _code_refuses(fill.__func__, 1)
+    if t is functools.partial and type(fill.func) is FunctionType and not fill.keywords:
+        return _code_refuses(fill.func, len(fill.args))
+    call = getattr(t, "__call__", None)  # noqa: B004 - the type's own def __call__, read from its code
+    if type(call) is FunctionType and t is not type:
+        return _code_refuses(call, 1)
+    try:
+        sig = inspect.signature(fill)
+    except (TypeError, ValueError):  # no signature to read: the call decides
+        return False
+    try:
+        sig.bind(None, None, 0)
+    except TypeError:
+        return True
+    return False
+
+
+def check_fill_args(fill: Any) -> None:
+    """Refuse a Python fill that cannot be called as ``fill(queue, arg, v)``, where that can be read.
+
+    Called on the submit thread, a fill of another arity would raise there and
+    lose the device; refused here, before a value is assigned, the device is
+    kept.  A callable whose signature cannot be read (many builtins) passes:
+    the call decides."""
+    if type(fill) is FunctionType and (c := fill.__code__).co_argcount == 3 and not c.co_kwonlyargcount:
+        return  # the usual fill, in three reads
+    if not _refuses(fill):
+        return
+    name = getattr(fill, "__qualname__", None) or safe_repr(fill)
+    try:
+        takes = f"takes {inspect.signature(fill)}"
+    except (TypeError, ValueError):  # a partial whose own arguments do not fit its function
+        takes = "cannot take its own bound arguments"
+    raise ArigTypeError(f"fill {name} {takes}: it cannot be called as fill(queue, arg, v), with 3 positional arguments")

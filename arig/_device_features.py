@@ -16,7 +16,7 @@ from threading import get_ident
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._backend import Adopts, Backend, ExportsDmabuf, MapsHost, Submitter, WaitsEvents, Wraps, features_of
-from ._device_args import check_buffer, check_index, dma_region, host_memory
+from ._device_args import check_buffer, check_index, dma_region, host_memory, owned
 from ._errors import ArigTypeError, ArigValueError
 from ._memory import Buffer
 from .queue import AdoptedQueue
@@ -119,7 +119,7 @@ class FeatureCalls:
         dma = self._dmabuf
         if dma is None:
             raise ArigTypeError(f"{self.name} exports no dma-bufs: dma() is for NV devices")
-        offset, n = dma_region(check_buffer(buf, self.name), offset, nbytes)
+        offset, n = dma_region(check_buffer(buf, self), offset, nbytes)
         return await self._control(dma.dma, buf, offset, n)
 
     async def map_host(self, obj: Any) -> Buffer:
@@ -140,7 +140,7 @@ class FeatureCalls:
         view, address = host_memory(obj)
         self._check_usable()
         buf: Buffer = await self._control(mh.map_host, address, view.nbytes, obj)
-        return buf
+        return owned(buf, self)
 
     def wrap(self, array: Any) -> Buffer:
         """Another library's GPU array (torch, CuPy, anything with ``__cuda_array_interface__``
@@ -152,4 +152,4 @@ class FeatureCalls:
         wraps = self._wraps
         if wraps is None:
             raise ArigTypeError(f"{self.name} wraps no foreign arrays: wrap() is for CUDA devices")
-        return wraps.wrap(array)
+        return owned(wraps.wrap(array), self)

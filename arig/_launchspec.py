@@ -13,7 +13,10 @@ any thread; a launch is usually made on the event loop.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
+import operator
+import threading
 from collections.abc import Callable, Sequence
 from ctypes import c_int, c_uint64, c_void_p
 from typing import Any
@@ -24,7 +27,7 @@ from ._errors import ArigTypeError, ArigValueError, safe_repr
 from ._memory import Buffer, Image
 
 __all__ = ["LaunchSpec", "ParamLayout", "Args", "KernelImage", "args_size", "check_params", "dims", "c_arg", "fill_address",
-           "is_c_fill", "FILL_ARGS", "U32"]  # fmt: skip
+           "is_c_fill", "FILL_ARGS", "U32", "pack"]  # fmt: skip
 
 U32 = (1 << 32) - 1
 _U64 = 1 << 64
@@ -42,18 +45,32 @@ def dims(value: Any, what: str) -> tuple[int, int, int]:
     """A grid or block size as (x, y, z), each 1 .. 2**32-1; an int ``n`` means (n, 1, 1).
 
     Exactly three sizes otherwise: a shorter tuple is as likely a mistake as a shorthand."""
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        value = (int(value), 1, 1)
+    n = _index(value)
+    if n is not None:
+        value = (n, 1, 1)
     if not isinstance(value, Sequence) or isinstance(value, (str, bytes)) or len(value) != 3:
         raise ArigValueError(f"{what} must be an int or (x, y, z), got {safe_repr(value)}")
     out = []
     for d in value:
-        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+        size = _index(d)
+        if size is None:
             raise ArigTypeError(f"{what} sizes must be ints, got {safe_repr(value)}")
-        if not 1 <= d <= U32:
+        if not 1 <= size <= U32:
             raise ArigValueError(f"{what} sizes must be in 1..2**32-1, got {safe_repr(value)}")
-        out.append(int(d))
+        out.append(size)
     return out[0], out[1], out[2]
+
+
+def _index(value: Any) -> int | None:
+    """``value`` as an int if it is one or has ``__index__`` (a numpy integer), not a bool; else None."""
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def c_arg(arg: Any) -> int:
@@ -83,20 +100,109 @@ def is_c_fill(fill: Any) -> bool:
 
 
 def fill_address(fill: Any) -> int:
-    """The address of a compiled fill: an int, or a ctypes function of the prototype ``arig.cuda_abi.FILL``."""
+    """The address of a compiled fill: an int, or a ctypes function of the prototype ``arig.cuda_abi.FILL``.
+
+    The address must lie in executable memory of this process: any other
+    number (``submit(1)``, a value passed as the fill by mistake) would be
+    called by the device's thread and crash the process."""
     if isinstance(fill, int) and not isinstance(fill, bool):
         if fill == 0:
             raise ArigValueError("a C fill's address must not be 0")
         if not 0 < fill < 1 << 64:
             raise ArigValueError(f"a C fill's address must be in 1..2**64-1, got {fill}")
-        return fill
+        return _executable(fill)
     if getattr(fill, "_restype_", None) is not c_int or tuple(getattr(fill, "_argtypes_", None) or ()) != FILL_ARGS:
         raise ArigTypeError("a C fill must have the prototype arig.cuda_abi.FILL: int fill(void *queue, void *arg, uint64_t v)")
-    return ctypes.cast(fill, c_void_p).value or 0
+    return _executable(ctypes.cast(fill, c_void_p).value or 0)
+
+
+class _CodeRanges:
+    """The process's executable mappings (``/proc/self/maps``), read once and again on a miss.
+
+    Code is mapped rarely (a library loaded, a ctypes callback made) and checked
+    on every submission of a compiled fill: a cached sorted list and a bisect
+    (well under a microsecond) on the hit, one read of the maps on a miss.
+    Where the maps cannot be read (not Linux) every address passes."""
+
+    __slots__ = ("ranges", "lock", "readable")
+
+    def __init__(self) -> None:
+        # (starts, ends), sorted: one attribute, so a reader on another thread sees the old
+        # pair or the new one, never half of each.
+        self.ranges: tuple[list[int], list[int]] = ([], [])
+        self.lock = threading.Lock()
+        self.readable = True
+
+    def contains(self, address: int) -> bool:
+        starts, ends = self.ranges
+        i = bisect.bisect_right(starts, address) - 1
+        return i >= 0 and address < ends[i]
+
+    def refresh(self) -> None:
+        try:
+            with open("/proc/self/maps", encoding="ascii", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            self.readable = False
+            return
+        ranges = []
+        for line in lines:
+            fields = line.split(None, 2)
+            if len(fields) >= 2 and "x" in fields[1]:
+                lo, _, hi = fields[0].partition("-")
+                ranges.append((int(lo, 16), int(hi, 16)))
+        ranges.sort()
+        self.ranges = ([lo for lo, _ in ranges], [hi for _, hi in ranges])
+
+
+_CODE = _CodeRanges()
+
+
+def _executable(address: int) -> int:
+    """``address`` if it lies in an executable mapping of this process; ArigValueError otherwise."""
+    code = _CODE
+    if code.contains(address) or not code.readable:
+        return address
+    with code.lock:
+        code.refresh()
+        if code.contains(address) or not code.readable:
+            return address
+    raise ArigValueError(
+        f"a C fill's address must point at compiled code of this process, and {address:#x} is in no executable mapping: "
+        "an int given as the fill is called as a C function (a Python fill is a function, an int arg goes in submit(fill, arg))"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # A kernel's parameters
+
+
+def _bytes_of(value: Any) -> tuple[bytes, int]:
+    if isinstance(value, Buffer):
+        return int(value.address).to_bytes(8, "little"), 8
+    if isinstance(value, np.generic) and not value.dtype.hasobject:
+        return value.tobytes(), value.dtype.alignment
+    if isinstance(value, ctypes._SimpleCData):  # type: ignore[attr-defined,unused-ignore]
+        return bytes(value), ctypes.alignment(value)
+    raise ArigTypeError(
+        f"kernel argument {value!r} has no fixed size: give numpy scalars (np.float32(2.0), np.int32(n), np.uint64(ptr)), ctypes scalars or Buffers"
+    )
+
+
+def pack(*values: Any) -> bytes:
+    """The argument bytes of ``values``, each at its natural alignment, as a kernel's parameters lie.
+
+    ``pack(np.float32(2.0), x_buf, y_buf, np.int32(n))`` for
+    ``saxpy(float a, const float *x, float *y, int n)``: a Buffer is its
+    address (8 bytes), a numpy or ctypes scalar its own bytes.  Both GPUs'
+    ``Launch`` take the result and check it against the kernel's layout.
+    """
+    out = bytearray()
+    for value in values:
+        data, align = _bytes_of(value)
+        out += b"\0" * (-len(out) % align)
+        out += data
+    return bytes(out)
 
 
 def args_size(layout: ParamLayout) -> int:
@@ -131,17 +237,19 @@ class KernelImage(Image):
 
 
 def _func(func: Any) -> int:
-    if isinstance(func, bool) or not isinstance(func, int):
+    handle = _index(func)
+    if handle is None:
         raise ArigTypeError(f"func must be a kernel's handle from image.function(name), an int; got {safe_repr(func)}")
-    if not 0 < func < _U64:
-        raise ArigValueError(f"func must be a kernel's handle from image.function(name), an int in 1..2**64-1; got {func}")
-    return func
+    if not 0 < handle < _U64:
+        raise ArigValueError(f"func must be a kernel's handle from image.function(name), an int in 1..2**64-1; got {handle}")
+    return handle
 
 
 def _shared(shared: Any) -> int:
-    if isinstance(shared, bool) or not isinstance(shared, (int, np.integer)) or not 0 <= shared <= U32:
+    n = _index(shared)
+    if n is None or not 0 <= n <= U32:
         raise ArigValueError(f"shared must be an int in 0..2**32-1 (bytes of dynamic shared memory), got {safe_repr(shared)}")
-    return int(shared)
+    return n
 
 
 def _args(args: Any) -> bytes:

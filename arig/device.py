@@ -36,7 +36,7 @@ from ._backend import (
     defers_work,
     fill_result,
 )
-from ._device_args import check_alloc, check_copy, check_image, check_index, check_open
+from ._device_args import check_alloc, check_copy, check_image, check_index, check_open, check_value, owned
 from ._device_features import FeatureCalls
 from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe
 from ._hang_watch import HangWatch
@@ -162,7 +162,7 @@ class Device(FeatureCalls):
 
     def reached_at(self, v: int) -> float | None:
         """The ``time.perf_counter()`` at which the device reported ``v`` reached (None if not, or forgotten)."""
-        return self._tl.reached_at(check_index(v, "v"))
+        return self._tl.reached_at(check_value(v))
 
     @property
     def loss_delivered(self) -> bool:
@@ -274,8 +274,8 @@ class Device(FeatureCalls):
         """
         if get_ident() != self._tid or not self._running():
             self._check_loop()
-        if type(v) is not int:
-            check_index(v, "v")
+        if type(v) is not int or v < 0:
+            v = check_value(v)
         tl = self._tl
         if v <= tl.reached:
             return
@@ -308,12 +308,12 @@ class Device(FeatureCalls):
         """A buffer of ``nbytes`` bytes of ``kind`` memory (the device's default kind if None)."""
         self._check_loop()
         nbytes = check_alloc(nbytes, kind)
-        return await self._control(self._backend.alloc, nbytes, kind)
+        return owned(await self._control(self._backend.alloc, nbytes, kind), self)
 
     async def upload(self, buf: Buffer, array: np.ndarray, *, queue: Any = 0) -> int:
         """Copy ``array`` into ``buf`` through a queue; return once the copy is done."""
         self._check_loop()
-        array = check_copy(buf, array, self.name, writable=False)
+        array = check_copy(buf, array, self, writable=False)
         if buf.readonly:
             raise ArigValueError(f"{buf!r} wraps a read-only array: nothing may be uploaded into it")
         fill, arg = self._backend.copy_fill(buf, array, True)
@@ -322,7 +322,7 @@ class Device(FeatureCalls):
     async def download(self, buf: Buffer, out: np.ndarray, *, queue: Any = 0) -> int:
         """Copy the first ``out.nbytes`` bytes of ``buf`` into ``out``; return once done."""
         self._check_loop()
-        out = check_copy(buf, out, self.name, writable=True)
+        out = check_copy(buf, out, self, writable=True)
         fill, arg = self._backend.copy_fill(buf, out, False)
         return await self.run(fill, arg, queue=queue, keep=(buf, out))
 

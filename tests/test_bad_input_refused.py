@@ -109,7 +109,8 @@ def test_a_queue_of_another_device_is_refused(shared_device: Any) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(v=st.one_of(st.booleans(), st.floats(), st.text(max_size=3), st.none(), st.builds(object), st.just(np.int64(1)), st.integers(min_value=10**6)))
+@given(v=st.one_of(st.booleans(), st.floats(), st.text(max_size=3), st.none(), st.builds(object), st.just(np.bool_(True)),
+                   st.integers(min_value=10**6), st.integers(max_value=-1), st.integers(-(2**63), -1).map(np.int64)))
 def test_what_cannot_be_a_value_is_refused(shared_device: Any, v: Any) -> None:
     dev, call = shared_device
     submitted = dev.submitted
@@ -117,8 +118,11 @@ def test_what_cannot_be_a_value_is_refused(shared_device: Any, v: Any) -> None:
     async def attempt() -> None:
         with pytest.raises((arig.ArigTypeError, arig.ArigValueError)):
             await dev.wait(v)
-        if not isinstance(v, int) or isinstance(v, bool):
+        if not hasattr(v, "__index__") or isinstance(v, (bool, np.bool_)):
             with pytest.raises(arig.ArigTypeError):
+                dev.reached_at(v)
+        elif v < 0:
+            with pytest.raises(arig.ArigValueError, match="v must be a value the device handed out"):
                 dev.reached_at(v)
 
     call(attempt)

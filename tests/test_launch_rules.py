@@ -57,6 +57,8 @@ BAD = {
     "func past 64 bits": ((1 << 64, 1, 32, GOOD_ARGS), {}),
     "grid of two": ((None, (4, 2), 32, GOOD_ARGS), {}),
     "grid 0": ((None, 0, 32, GOOD_ARGS), {}),
+    "grid past 32 bits": ((None, 1 << 32, 32, GOOD_ARGS), {}),
+    "func a float": ((1.0, 1, 32, GOOD_ARGS), {}),
     "block past 32 bits": ((None, 1, (1, 1, 1 << 32), GOOD_ARGS), {}),
     "block a float": ((None, 1, 1.5, GOOD_ARGS), {}),
     "args a list": ((None, 1, 32, [1, 2]), {}),
@@ -184,3 +186,38 @@ def test_a_compiled_fill_is_checked_once_for_both_gpus() -> None:
     assert _launchspec.c_arg(None) == 0 and _launchspec.c_arg(0x1000) == 0x1000
     with pytest.raises(ValueError):
         _launchspec.c_arg(-1)
+
+
+class _Index:
+    """Not an int, but an integer by ``__index__`` (as numpy's integers are)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __index__(self) -> int:
+        return self.n
+
+
+def test_anything_with_index_is_an_int_for_func_sizes_and_shared(func: int) -> None:
+    for launch in LAUNCHES:
+        made = launch(np.uint64(func), _Index(4), (np.int16(32), _Index(1), 1), GOOD_ARGS, shared=_Index(64))
+        assert (made.func, made.grid, made.block, made.shared) == (func, (4, 1, 1), (32, 1, 1), 64)
+        assert all(type(x) is int for x in (made.func, made.shared, *made.grid, *made.block))
+        with pytest.raises(ArigTypeError, match="grid sizes must be ints"):
+            launch(func, (np.bool_(True), 1, 1), 32, GOOD_ARGS)
+
+
+@pytest.mark.parametrize("address", [1, 4096, 0x7FFF_FFFF_0000, (1 << 64) - 1])
+def test_an_address_in_no_executable_mapping_is_no_compiled_fill(address: int) -> None:
+    with pytest.raises(ArigValueError, match=f"{address:#x} is in no executable mapping"):
+        _launchspec.fill_address(address)
+    with pytest.raises(ArigValueError, match="no executable mapping"):
+        _launchspec.fill_address(ctypes.cast(address, FILL))  # a prototype alone does not make code
+
+
+def test_an_address_of_compiled_code_is_a_compiled_fill_even_one_mapped_after_the_first_check() -> None:
+    libc = ctypes.CDLL(None)
+    assert _launchspec.fill_address(ctypes.cast(libc.abs, ctypes.c_void_p).value or 0) > 0
+    later = FILL(lambda q, a, v: 0)  # a callback made now: its code page may be new since the maps were read
+    address = ctypes.cast(later, ctypes.c_void_p).value or 0
+    assert _launchspec.fill_address(later) == address == _launchspec.fill_address(address)

@@ -194,3 +194,133 @@ async def test_the_device_opens_at_startup_and_stops_at_shutdown(server: str) ->
 def test_the_cuda_server_without_pytorch_says_so() -> None:
     with pytest.raises(RuntimeError, match="PyTorch"):
         precheck(ServeConfig(server="arig", device="cuda:0"))
+
+
+# -- bad bodies over real HTTP: httpx against the server on uvicorn ---------------------------------
+
+LIMIT = 100_000  # the server's --max-body-bytes in these tests
+
+
+@pytest.fixture(scope="module")
+def served() -> Any:
+    """``python3 -m examples.serve`` (arig, host) on a socket this test bound: (its URL, its stderr so far)."""
+    import signal
+    import socket
+    import tempfile
+    import time
+
+    with socket.socket() as sock, tempfile.TemporaryFile() as err:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "examples.serve", "--fd", str(sock.fileno()), "--server", "arig", "--device", "host",
+             "--max-wait-ms", "0", "--max-body-bytes", str(LIMIT), "--loop", "asyncio"],
+            cwd=ROOT, pass_fds=(sock.fileno(),), stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+        def log() -> str:
+            err.seek(0)
+            return err.read().decode(errors="replace")
+
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                assert proc.poll() is None and time.monotonic() < deadline, f"the server did not start:\n{log()}"
+                try:
+                    if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            yield url, log
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(30)
+
+
+def _post(url: str, body: bytes) -> Any:
+    return httpx.post(url + "/infer", content=body, headers={"content-type": "application/json"}, timeout=30)
+
+
+def _numbers(*xs: str) -> bytes:
+    return ('{"x": [' + ", ".join(xs + ("0.5",) * (IN - len(xs))) + "]}").encode()
+
+
+NON_FINITE = {"NaN": _numbers("NaN"), "Infinity": _numbers("Infinity"), "-Infinity": _numbers("-Infinity"),
+              "1e400": _numbers("1e400"), "1e39 (inf in float32)": _numbers("1e39"), "10**400": _numbers("1" + "0" * 400),
+              "nested 40k deep": b'{"x": ' + b"[" * 40_000 + b"]" * 40_000 + b"}",
+              "null": b"null", "a list": b"[1, 2]", "no x": b'{"y": 1}'}  # fmt: skip
+
+
+@pytest.mark.parametrize("body", list(NON_FINITE.values()), ids=list(NON_FINITE))
+def test_bodies_that_parse_but_are_no_finite_input_answer_400_naming_the_problem(served: Any, body: bytes) -> None:
+    url, log = served
+    r = _post(url, body)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert "finite" in error or "nested too deeply" in error or '{"x": [64 numbers]}' in error
+    assert "Traceback" not in log()
+
+
+def test_inputs_so_large_that_the_answer_overflows_answer_400(served: Any) -> None:
+    url, log = served
+    r = _post(url, _numbers(*["3e38"] * IN))
+    assert r.status_code == 400 and "overflows float32" in r.json()["error"], r.text
+    assert "Traceback" not in log()
+
+
+def test_a_body_past_the_limit_is_413_announced_or_streamed(served: Any) -> None:
+    url, log = served
+    big = b'{"x": [' + b"0.5, " * (LIMIT // 5) + b"0.5]}"
+    assert len(big) > LIMIT
+    r = _post(url, big)
+    assert r.status_code == 413 and f"({LIMIT} bytes)" in r.json()["error"], r.text
+
+    def chunks() -> Any:  # no Content-Length: the server counts what arrives
+        for i in range(0, len(big), 8192):
+            yield big[i : i + 8192]
+
+    r = httpx.post(url + "/infer", content=chunks(), timeout=30)
+    assert r.status_code == 413 and f"({LIMIT} bytes)" in r.json()["error"], r.text
+    assert _post(url, _numbers()).status_code == 200  # and the server goes on
+    assert "Traceback" not in log()
+
+
+def test_a_client_that_disconnects_mid_body_leaves_no_traceback(served: Any) -> None:
+    import socket
+    import time
+
+    url, log = served
+    host, port = url.removeprefix("http://").split(":")
+    for _ in range(3):
+        with socket.create_connection((host, int(port)), timeout=10) as s:
+            s.sendall(b"POST /infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n" + b'{"x": [0.5, 0.5')
+            time.sleep(0.1)  # the server is inside the body's read when the client goes
+    r = httpx.get(url + "/healthz", timeout=10)
+    assert r.status_code == 200
+    time.sleep(0.2)
+    text = log()
+    assert "Exception in ASGI application" not in text and "Traceback" not in text and "ClientDisconnect" not in text, text
+
+
+@pytest.mark.asyncio
+async def test_a_large_body_is_parsed_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import examples.serve.body as body
+
+    parsed_on: list[int] = []
+    parse = body.parse_x
+
+    def recording(data: bytes) -> Any:
+        parsed_on.append(threading.get_ident())
+        return parse(data)
+
+    monkeypatch.setattr(body, "parse_x", recording)
+    app = make_app(ServeConfig(server="arig", device="host", max_wait_ms=0.0))
+    padded = b'{"pad": "' + b" " * (2 * body.PARSE_OFF_LOOP_BYTES) + b'", "x": ' + json.dumps(X[0].tolist()).encode() + b"}"
+    async with app.router.lifespan_context(app), _client(app) as c:
+        _check(await c.post("/infer", json={"x": X[1].tolist()}), 1)
+        _check(await c.post("/infer", content=padded), 0)
+    loop_thread = threading.get_ident()
+    assert parsed_on[0] == loop_thread and parsed_on[1] != loop_thread

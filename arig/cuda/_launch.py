@@ -17,11 +17,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-import numpy as np
-
-from .._errors import ArigTypeError
-from .._launchspec import Args, LaunchSpec, ParamLayout, check_params, dims
-from .._memory import Buffer
+from .._launchspec import Args, LaunchSpec, ParamLayout, check_params, dims, pack
 from .._native import LAUNCH, LaunchRecord
 from ._lib import lib
 
@@ -37,32 +33,6 @@ def layout_of(func: int) -> ParamLayout | None:
 
 
 _END, _BUFFER_POINTER, _BUFFER_SIZE = 0, 1, 2
-
-
-def _bytes_of(value: Any) -> tuple[bytes, int]:
-    if isinstance(value, Buffer):
-        return int(value.address).to_bytes(8, "little"), 8
-    if isinstance(value, np.generic):
-        return value.tobytes(), value.dtype.alignment
-    if isinstance(value, ctypes._SimpleCData):  # type: ignore[attr-defined,unused-ignore]
-        return bytes(value), ctypes.alignment(value)
-    raise ArigTypeError(
-        f"kernel argument {value!r} has no fixed size: give numpy scalars (np.float32(2.0), np.int32(n), np.uint64(ptr)), ctypes scalars or Buffers"
-    )
-
-
-def pack(*values: Any) -> bytes:
-    """The argument buffer of ``values``, each at its natural alignment.
-
-    ``pack(np.float32(2.0), x_buf, y_buf, np.int32(n))`` for
-    ``saxpy(float a, const float *x, float *y, int n)``.
-    """
-    out = bytearray()
-    for value in values:
-        data, align = _bytes_of(value)
-        out += b"\0" * (-len(out) % align)
-        out += data
-    return bytes(out)
 
 
 def check_args(func: int, args: bytes) -> None:

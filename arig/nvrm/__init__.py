@@ -12,7 +12,8 @@ thread may call any function at the same time as others.
 
 :func:`gpu` gives the opener of a device that runs work through the driver
 alone, no libcuda (``arig.nvrm._device``): ``dev = await arig.open(arig.nvrm.gpu(0))``,
-``image = await dev.load(cubin)``, ``await dev.submit(arig.nvrm.Launch(image.function("k"), grid, block, args))``.
+``image = await dev.load(cubin)`` (``arig.nvrm.shipped_image()``: arig's own kernels),
+``await dev.submit(arig.nvrm.Launch(image.function("k"), grid, block, arig.nvrm.pack(...)))``.
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ import anyio.to_thread
 from arig._errors import ArigValueError, OpenError, safe_repr
 from arig.device import Backend
 from arig.nvrm import _rm, _sysfs, abi
-from arig.nvrm._launch import Launch
+from arig.nvrm._launch import Launch, pack, shipped_image
 from arig.nvrm._device import Dmabuf
 from arig.nvrm._params import DriverError, NoGpuError, PinRefused, RmError, Usage
 
-__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener", "Launch", "Dmabuf", "abi", "PinRefused",
+__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener", "Launch", "pack", "shipped_image", "Dmabuf", "abi", "PinRefused",
            "Usage", "RmError", "DriverError", "NoGpuError"]
 
 

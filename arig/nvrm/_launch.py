@@ -11,17 +11,25 @@ QMD (V04), which differ between enqueues only in where bank 0 lies.
 from __future__ import annotations
 
 import ctypes
+import importlib.resources
 from typing import Any
 
 from .. import _native
 from .._errors import ArigValueError
-from .._launchspec import Args, LaunchSpec, ParamLayout
+from .._launchspec import Args, LaunchSpec, ParamLayout, pack
 from . import _push
 from . import _qmd
 from ._images import _KERNELS as _KERNELS  # the registry, where arig.testing.fake_nvrm's GPU looks kernels up
 from ._images import LoadedKernel, kernel_of
 
-__all__ = ["Launch", "launch_words", "launch_template", "LOCAL_BYTES_PER_THREAD", "SLOT_ALIGN"]
+__all__ = ["Launch", "launch_words", "launch_template", "pack", "shipped_image", "LOCAL_BYTES_PER_THREAD", "SLOT_ALIGN"]
+
+
+def shipped_image() -> bytes:
+    """The cubin of arig's own kernels (``arig/kernels/kernels.cu``, ``saxpy`` among them) for
+    sm_90, as installed with the package: ``await dev.load(arig.nvrm.shipped_image())`` from any
+    directory.  The NV device loads cubins only (no fatbin, no PTX)."""
+    return (importlib.resources.files("arig") / "kernels" / "kernels.cubin").read_bytes()
 
 #: Local memory (stack) the channel provides per thread, the 0x240 above STACK_TOP included:
 #: kernels needing more are refused at Launch.

@@ -9,7 +9,6 @@ finish, and stops the device (``runner.stop()``).
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
@@ -18,12 +17,12 @@ from typing import Any
 import numpy as np
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .batcher import Batcher, Overloaded, Stopped
+from .body import DEFAULT_MAX_BODY_BYTES, BadBody, Gone, read_x
 from .metrics import Metrics
-from .model import IN
 from .runners import make_runner
 
 __all__ = ["ServeConfig", "make_app"]
@@ -40,6 +39,7 @@ class ServeConfig:
     max_queue: int = 1024  # requests pending beyond this are refused with 503
     max_inflight: int = 4  # batches running at once
     retry_after_s: int = 1  # the 503's Retry-After
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES  # larger request bodies get 413, unread
 
 
 def make_app(cfg: ServeConfig, runner: Any = None, on_shutdown: Callable[[Any], None] | None = None) -> Starlette:
@@ -78,13 +78,13 @@ def make_app(cfg: ServeConfig, runner: Any = None, on_shutdown: Callable[[Any], 
         t0 = time.perf_counter()
         metrics.received += 1
         try:
-            x = np.asarray(json.loads(await request.body())["x"], dtype=np.float32)
-        except (ValueError, TypeError, KeyError) as exc:
+            x = await read_x(request, cfg.max_body_bytes)
+        except BadBody as exc:
             metrics.errors += 1
-            return JSONResponse({"error": f'expected JSON {{"x": [{IN} numbers]}}: {exc}'}, status_code=400)
-        if x.shape != (IN,):
+            return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        except Gone:
             metrics.errors += 1
-            return JSONResponse({"error": f"x must be {IN} numbers, got shape {list(x.shape)}"}, status_code=400)
+            return Response(status_code=400)  # nobody reads it: the server only ends the request quietly
         batcher = state["batcher"]
         if runner.lost is not None or batcher is None:
             metrics.rejected += 1
@@ -102,6 +102,9 @@ def make_app(cfg: ServeConfig, runner: Any = None, on_shutdown: Callable[[Any], 
             if runner.lost is not None:
                 return unavailable(f"device lost: {runner.lost}", retry=False)
             return JSONResponse({"error": f"{type(exc).__name__}: {exc}"}, status_code=500)
+        if not np.isfinite(y).all():  # finite inputs so large that the model overflows float32
+            metrics.errors += 1
+            return JSONResponse({"error": "x is too large: the answer overflows float32"}, status_code=400)
         metrics.completions += 1
         metrics.latency(time.perf_counter() - t0)
         return JSONResponse({"y": y.tolist()})

@@ -35,11 +35,12 @@ def add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-queue", type=int, default=d.max_queue, help="pending requests beyond this get 503 (default %(default)s)")
     p.add_argument("--max-inflight", type=int, default=d.max_inflight, help="batches running at once (default %(default)s)")
     p.add_argument("--retry-after-s", type=int, default=d.retry_after_s, help="the 503's Retry-After (default %(default)s)")
+    p.add_argument("--max-body-bytes", type=int, default=d.max_body_bytes, help="larger request bodies get 413 (default %(default)s)")
     p.add_argument("--loop", choices=("auto", "asyncio", "uvloop"), default="auto", help="uvicorn's event loop (auto: uvloop where installed)")
 
 
 def config_from_args(a: argparse.Namespace) -> ServeConfig:
-    return ServeConfig(a.server, a.device, a.max_batch, a.max_wait_ms, a.max_queue, a.max_inflight, a.retry_after_s)
+    return ServeConfig(a.server, a.device, a.max_batch, a.max_wait_ms, a.max_queue, a.max_inflight, a.retry_after_s, a.max_body_bytes)
 
 
 def serve_argv(cfg: ServeConfig, loop: str = "auto") -> list[str]:

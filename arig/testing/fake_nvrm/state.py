@@ -19,7 +19,7 @@ from ...nvrm import _fd
 from ...nvrm import _params
 from ...nvrm import _qmd
 
-__all__ = ["NvFault", "Call", "KernelFn", "UUID_TEXT", "HOPPER_CLASSES", "REAL"]
+__all__ = ["NvFault", "Call", "KernelFn", "UUID_TEXT", "uuid_text", "HOPPER_CLASSES", "REAL"]
 
 #: ``fn(params, grid, block)``: a fake kernel, called with its parameter bytes (from constant bank 0).
 KernelFn = Callable[[bytes, tuple[int, int, int], tuple[int, int, int]], Any]
@@ -30,7 +30,15 @@ REAL = _fd.Driver()
 _handles = itertools.count(0xCF000001)  # unique across fakes: a stale handle never matches
 _cookies = itertools.count(0x7F5A_0000_0000, 0x10000)
 
-UUID_TEXT = "GPU-7cc9fa83-3b2e-3e5a-008a-f824f2af7a22"
+UUID_TEXT = "GPU-7cc9fa83-3b2e-3e5a-008a-f824f2af7a22"  # GPU 0's
+
+
+def uuid_text(gpu: int) -> str:
+    """GPU ``gpu``'s UUID: one of its own for each GPU, as on a machine (arig, and UVM, tell GPUs apart by it)."""
+    head, _, tail = UUID_TEXT.rpartition("-")
+    return f"{head}-{(int(tail, 16) + gpu) % (1 << 48):012x}"
+
+
 #: The classes an H200's RM lists (those arig looks for, and a few it does not).
 HOPPER_CLASSES = (_exec_params.NV01_ROOT_CLIENT, _exec_params.NV01_DEVICE_0, _exec_params.NV20_SUBDEVICE_0, _exec_params.NV01_MEMORY_SYSTEM, _exec_params.NV1_MEMORY_USER,
                   _exec_params.NV01_MEMORY_VIRTUAL, _exec_params.NV01_MEMORY_SYSTEM_OS_DESCRIPTOR, _exec_params.NV01_EVENT_OS_EVENT, _exec_params.FERMI_CONTEXT_SHARE_A,
