@@ -58,7 +58,7 @@ def dma_region(buf: Buffer, offset: Any, nbytes: Any) -> tuple[int, int]:
     """``dma``'s (offset, size): a region of at least one byte inside ``buf`` (all after ``offset`` if ``nbytes`` is None)."""
     offset = check_index(offset, "offset")
     n = buf.nbytes - offset if nbytes is None else check_index(nbytes, "nbytes")
-    if offset + n > buf.nbytes or n <= 0:
+    if offset < 0 or offset + n > buf.nbytes or n <= 0:
         raise ArigValueError(f"the region at {offset} of {n} bytes is not inside the buffer of {buf.nbytes} bytes")
     return offset, n
 

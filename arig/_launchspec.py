@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ArigTypeError, ArigValueError, safe_repr
-from ._memory import Buffer, Image
+from ._memory import Buffer, Image, Ledger
 
 __all__ = ["LaunchSpec", "ParamLayout", "Args", "KernelImage", "args_size", "check_params", "dims", "c_arg", "fill_address",
            "is_c_fill", "FILL_ARGS", "U32"]  # fmt: skip
@@ -121,8 +121,10 @@ class KernelImage(Image):
     ``layouts[name]`` is what a launch of that kernel is checked against, so a
     caller can see why its argument buffer was refused (or size one) without a GPU."""
 
-    def __init__(self, device: str, handle: int, functions: dict[str, int], layouts: dict[str, ParamLayout], release: Callable[[], None]) -> None:
-        super().__init__(device, handle, functions, release)
+    def __init__(
+        self, device: str, handle: int, functions: dict[str, int], layouts: dict[str, ParamLayout], release: Callable[[], None], ledger: Ledger | None = None
+    ) -> None:
+        super().__init__(device, handle, functions, release, ledger)
         self.layouts: dict[str, ParamLayout] = dict(layouts)
 
 
