@@ -38,7 +38,7 @@ def check_buffer(buf: Any, device: str) -> Buffer:
     if not isinstance(buf, Buffer) or buf.device != device:
         raise ArigTypeError(f"expected a buffer of {device}, got {safe_repr(buf)}")
     if buf.closed:
-        raise ArigValueError("buffer is closed")
+        raise ArigValueError(f"buffer is closed{buf._held.why}: no new work may use it")
     return buf
 
 

@@ -122,6 +122,8 @@ class NvMemory:
 
     def dma(self, buf: Buffer, offset: int, nbytes: int) -> Dmabuf:
         """The RM object ``buf`` lies in, exported as a new dma-buf (vidmem only)."""
+        if offset < 0 or nbytes <= 0 or offset + nbytes > buf.nbytes:  # Device.dma checked it: a region inside the buffer
+            raise ArigValueError(f"the region at {offset} of {nbytes} bytes is not inside the buffer of {buf.nbytes} bytes")
         m = next((m for m in self._mem.values() if m.va <= buf.address < m.va + m.size), None)
         if m is None:
             raise ArigValueError(f"{buf!r} is no memory this device allocated")
