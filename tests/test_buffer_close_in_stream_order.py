@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,8 @@ import arig.nvrm as nvrm
 from arig._errors import ArigValueError
 from arig._memory import Buffer, Ledger
 from arig.testing import FakeCuda, FakeNvrm
+
+pytest_plugins = ["_fake_drivers"]  # the fixtures fake_cuda and fake_nv
 
 T = 10.0
 N = 1 << 12  # floats per buffer
@@ -48,24 +50,6 @@ def host_gate(queue: Any, gate: threading.Event, v: int) -> None:
 def gpu_gate(queue: Any, gate: threading.Event, v: int) -> None:
     """Hold the submit thread inside a Python fill: on the native core, copies queue behind it."""
     gate.wait(T)
-
-
-@pytest.fixture
-def fake_cuda() -> Iterator[FakeCuda]:
-    fake = FakeCuda()
-    with fake.installed():
-        yield fake
-    assert fake.violations == []
-
-
-@pytest.fixture
-def fake_nv() -> Iterator[FakeNvrm]:
-    if arig._native.library() is None:
-        pytest.skip(f"the NV device needs the native core, not in use here: {arig._native.status()}")
-    fake = FakeNvrm()
-    with fake.installed():
-        yield fake
-    assert fake.violations == []
 
 
 async def _requests(dev: arig.Device, gate_fill: Callable[..., None], host: bool) -> tuple[list[Any], list[Buffer]]:

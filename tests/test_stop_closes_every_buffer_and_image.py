@@ -12,7 +12,6 @@ Also here: ``dma`` refuses a region that starts before the buffer.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,30 +25,14 @@ import arig.nvrm as nvrm
 from arig._errors import ArigValueError
 from arig.testing import FakeCuda, FakeNvrm
 
+pytest_plugins = ["_fake_drivers"]  # the fixtures fake_cuda and fake_nv
+
 CUBIN = (Path(__file__).resolve().parent / "data" / "nv" / "probe.sm_90.cubin").read_bytes()
 STOPPED = "stopped"
 
 
 def _noop(queue: Any, arg: Any, v: int) -> None:
     return None
-
-
-@pytest.fixture
-def fake_cuda() -> Iterator[FakeCuda]:
-    fake = FakeCuda()
-    with fake.installed():
-        yield fake
-    assert fake.violations == []
-
-
-@pytest.fixture
-def fake_nv() -> Iterator[FakeNvrm]:
-    if arig._native.library() is None:
-        pytest.skip(f"the NV device needs the native core, not in use here: {arig._native.status()}")
-    fake = FakeNvrm()
-    with fake.installed():
-        yield fake
-    assert fake.violations == []
 
 
 async def _refused_on_a_new_device(opener: Any, bufs: list[arig.Buffer]) -> None:
