@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 import arig
-import arig._native
 import arig.cuda
 import arig.nvrm as nvrm
 from arig._errors import ArigValueError
