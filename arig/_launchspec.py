@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ArigTypeError, ArigValueError, safe_repr
-from ._memory import Buffer, Image, Ledger
+from ._memory import Buffer, Image, Ledger, _Held, uses_of
 
 __all__ = ["LaunchSpec", "ParamLayout", "Args", "KernelImage", "args_size", "check_params", "dims", "c_arg", "fill_address",
            "is_c_fill", "FILL_ARGS", "U32"]  # fmt: skip
@@ -153,6 +153,13 @@ def _args(args: Any) -> bytes:
     return bytes(args)
 
 
+class Packed(bytes):
+    """Argument bytes that remember the buffers they name (``arig.cuda.pack``): a launch of them is
+    refused at submit once one of those buffers is closed."""
+
+    uses: tuple[_Held, ...] = ()
+
+
 class LaunchSpec:
     """One kernel launch as both GPUs mean it: ``func``, ``grid``, ``block``, ``args``, ``shared``.
 
@@ -166,7 +173,7 @@ class LaunchSpec:
     this and makes its own record from the checked fields.
     """
 
-    __slots__ = ("func", "grid", "block", "args", "shared")
+    __slots__ = ("func", "grid", "block", "args", "shared", "_uses")
 
     def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
         self.func = _func(func)
@@ -183,8 +190,10 @@ class LaunchSpec:
         return None
 
     def _checked(self, args: Any) -> bytes:
-        """``args`` as bytes, checked against the kernel's layout (when known)."""
+        """``args`` as bytes, checked against the kernel's layout (when known); what the launch uses is
+        noted (``_uses``: its image, the buffers ``pack`` saw), for the device to check at submit."""
         data = _args(args)
+        self._uses = uses_of(self.func, args)
         known = self._params()
         if known is not None:
             check_params(known[1], data, known[0])

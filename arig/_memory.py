@@ -32,7 +32,7 @@ import numpy as np
 
 from ._errors import ArigKeyError, ArigTypeError, ArigValueError, safe_repr
 
-__all__ = ["Buffer", "Image", "Kind", "Ledger", "kind_names", "describe_kinds", "refuse_closed"]
+__all__ = ["Buffer", "Image", "Kind", "Ledger", "kind_names", "describe_kinds", "refuse_closed", "refuse_used", "uses_of"]
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,11 @@ class _Held:
     (the driver's free is posted, or the device stopped), so not even work submitted before the
     close may touch it any more."""
 
-    __slots__ = ("release", "host", "keep", "ledger", "closed", "freed", "why", "__weakref__")
+    __slots__ = ("release", "host", "keep", "ledger", "closed", "freed", "why", "what", "functions", "__weakref__")
 
-    def __init__(self, release: Callable[[], None] | None, host: Any, keep: Any, ledger: Ledger | None) -> None:
+    def __init__(self, release: Callable[[], None] | None, host: Any, keep: Any, ledger: Ledger | None, what: str = "buffer") -> None:
+        self.what = what  # "buffer" or "image", for messages
+        self.functions: tuple[int, ...] = ()  # an image's kernel handles, in _FUNCTIONS while its code lives
         self.release = release
         self.host = host
         self.keep = keep
@@ -87,6 +89,17 @@ class _Held:
         self.closed = False
         self.freed = False
         self.why = ""  # what closed it, beyond close() (its device's stop), for messages
+
+
+#: Each loaded kernel's handle -> what its image owns, while the code lives: a launch made of the
+#: handle finds its image there (``uses_of``), so that one submitted after the unload is refused.
+_FUNCTIONS: dict[int, _Held] = {}
+
+
+def _forget_functions(held: _Held) -> None:
+    for f in held.functions:
+        if _FUNCTIONS.get(f) is held:
+            del _FUNCTIONS[f]
 
 
 def _close(held: _Held) -> None:
@@ -106,6 +119,7 @@ def _free(held: _Held) -> None:
         return
     held.freed = True
     held.host = held.keep = None
+    _forget_functions(held)
     release, held.release = held.release, None
     if held.ledger is not None:
         held.ledger.forget(held)
@@ -168,6 +182,7 @@ class Ledger:
             held.why = f" (its device {self.name} stopped)"
             held.closed = held.freed = True
             held.host = held.keep = held.release = None
+            _forget_functions(held)
 
 
 def refuse_closed(*objs: Any) -> None:
@@ -185,6 +200,23 @@ def refuse_closed(*objs: Any) -> None:
 def _refuse(obj: Buffer | Image) -> None:
     what = "closed" if isinstance(obj, Buffer) else "unloaded"
     raise ArigValueError(f"{obj!r} is {what}{obj._held.why}: work submitted after its close() must not use it")
+
+
+def uses_of(func: int, args: Any) -> tuple[_Held, ...]:
+    """What a launch of ``func`` with argument bytes ``args`` uses, where arig can see it: the image the
+    kernel handle came from (while its code lives), and the buffers ``args`` names if it was packed by
+    ``arig.cuda.pack`` (its ``uses``).  Any thread, no driver call."""
+    image = _FUNCTIONS.get(func)
+    packed: tuple[_Held, ...] = getattr(args, "uses", ())
+    return packed if image is None else (image, *packed)
+
+
+def refuse_used(uses: tuple[_Held, ...]) -> None:
+    """Raise ``ArigValueError`` if a launch uses a closed buffer or an unloaded image (loop thread, at submit)."""
+    for held in uses:
+        if held.closed:
+            what = "an unloaded image" if held.what == "image" else "a closed buffer"
+            raise ArigValueError(f"the launch uses {what}{held.why}: work submitted after its close() must not use it")
 
 
 class Buffer:
@@ -303,7 +335,10 @@ class Image:
         # Resolved at load, on the submit thread: looking a name up later
         # must not call the driver from the event loop.
         self._functions = dict(functions)
-        self._held = held = _Held(release, None, None, ledger)
+        self._held = held = _Held(release, None, None, ledger, "image")
+        held.functions = tuple(self._functions.values())
+        for f in held.functions:
+            _FUNCTIONS[f] = held
         if ledger is not None:
             ledger.track(held)
         self._finalizer = weakref.finalize(self, _close, held)

@@ -13,8 +13,10 @@ buffers' views, the fakes through their drivers' allocation tables.
 from __future__ import annotations
 
 import asyncio
+import struct
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,7 @@ from arig.testing import FakeCuda, FakeNvrm
 
 pytest_plugins = ["_fake_drivers"]  # the fixtures fake_cuda and fake_nv
 
+CUBIN = (Path(__file__).resolve().parent / "data" / "nv" / "probe.sm_90.cubin").read_bytes()
 T = 10.0
 N = 1 << 12  # floats per buffer
 REQUESTS = 16
@@ -268,3 +271,64 @@ async def test_an_image_unloaded_while_its_launch_is_queued_is_unloaded_after_it
         assert dev.lost is None and len(ran) == 1
         await dev._control(_nothing)  # a control after the posted unload
         assert image.handle in fake_cuda.destroyed or image.handle not in fake_cuda._modules
+
+
+# -- launches: what arig can see of them (the image, the buffers pack() was given) --------------
+
+
+def _axpy(fake: FakeNvrm) -> None:
+    def axpy(params: bytes, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
+        a, x, y, n = struct.unpack("<f4xQQi", params)
+        ys = fake.array(y, np.float32, n)
+        ys[:] = np.float32(a) * fake.array(x, np.float32, n) + ys
+
+    fake.kernel("axpy", axpy)
+
+
+@pytest.mark.asyncio
+async def test_a_cuda_launch_of_a_closed_buffer_or_an_unloaded_image_is_refused_at_submit(fake_cuda: FakeCuda, engine: str) -> None:
+    image_bytes = fake_cuda.image(store=(lambda args: None, (8, 8)))
+    async with await arig.open(arig.cuda.gpu(0)) as dev:
+        image = await dev.load(image_bytes)
+        buf, other = await dev.alloc(64), await dev.alloc(64)
+        launch = arig.cuda.Launch(image.function("store"), 1, 1, arig.cuda.pack(buf, np.uint64(7)))
+        raw = arig.cuda.Launch(image.function("store"), 1, 1, arig.cuda.pack(np.uint64(other.address), np.uint64(7)))
+        await dev.run(launch)
+        buf.close()
+        v = dev.submitted
+        with pytest.raises(ArigValueError, match="a closed buffer"):
+            await dev.submit(launch)
+        launch.set_args(arig.cuda.pack(other, np.uint64(7)))  # new arguments: a launch again
+        await dev.run(launch)
+        image.unload()
+        for gone in (launch, raw):  # raw: its buffer is an address arig cannot see, its image it can
+            with pytest.raises(ArigValueError, match="an unloaded image"):
+                await dev.submit(gone)
+        assert dev.submitted == v + 1 and dev.lost is None
+        other.close()
+
+
+@pytest.mark.asyncio
+async def test_an_nv_launch_of_a_closed_buffer_or_an_unloaded_image_is_refused_at_submit(fake_nv: FakeNvrm) -> None:
+    _axpy(fake_nv)
+    n = 64
+    async with await arig.open(nvrm.gpu(0)) as dev:
+        image = await dev.load(CUBIN)
+        x, y = await dev.alloc(4 * n), await dev.alloc(4 * n)
+        await dev.upload(x, np.ones(n, np.float32))
+        args = arig.cuda.pack(np.float32(2.0), x, y, np.int32(n))
+        launch = nvrm.Launch(image.function("axpy"), 1, n, args)
+        raw = nvrm.Launch(image.function("axpy"), 1, n, struct.pack("<f4xQQi", 2.0, x.address, x.address, n))  # addresses only
+        await dev.run(launch)
+        y.close()
+        v = dev.submitted
+        with pytest.raises(ArigValueError, match="a closed buffer"):
+            await dev.submit(launch)
+        await dev.run(raw)
+        image.unload()
+        with pytest.raises(ArigValueError, match="an unloaded image"):
+            await dev.submit(raw)
+        with pytest.raises(ArigValueError, match="unloaded"):
+            image.function("axpy")
+        assert dev.submitted == v + 1 and dev.lost is None
+        x.close()

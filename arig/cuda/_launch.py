@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ArigTypeError
-from .._launchspec import Args, LaunchSpec, ParamLayout, check_params, dims
+from .._launchspec import Args, LaunchSpec, Packed, ParamLayout, check_params, dims
 from .._memory import Buffer
 from .._native import LAUNCH, LaunchRecord
 from ._lib import lib
@@ -55,14 +55,17 @@ def pack(*values: Any) -> bytes:
     """The argument buffer of ``values``, each at its natural alignment.
 
     ``pack(np.float32(2.0), x_buf, y_buf, np.int32(n))`` for
-    ``saxpy(float a, const float *x, float *y, int n)``.
+    ``saxpy(float a, const float *x, float *y, int n)``.  The bytes remember
+    the buffers (``uses``): a launch of them is refused once one is closed.
     """
     out = bytearray()
     for value in values:
         data, align = _bytes_of(value)
         out += b"\0" * (-len(out) % align)
         out += data
-    return bytes(out)
+    packed = Packed(out)
+    packed.uses = tuple(v._held for v in values if isinstance(v, Buffer))
+    return packed
 
 
 def check_args(func: int, args: bytes) -> None:
@@ -80,7 +83,8 @@ class Launch(LaunchSpec):
     ``launch(stream)`` launches it there and returns the CUresult, so a fill
     can ``return launch(queue)``.  Do not change a Launch (``set_args``)
     while a submission of it is pending: the launch reads its arguments when
-    it runs, not when it was submitted.
+    it runs, not when it was submitted.  A submit of it is refused once its
+    image is unloaded or a buffer given to ``pack`` for it is closed.
     """
 
     # _item is what the device's prepare hands the core, found by type(fill) is Launch.

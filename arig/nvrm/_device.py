@@ -37,7 +37,7 @@ import numpy as np
 from .. import _engine, _log, _native
 from .._errors import ArigValueError, OpenError
 from .._launchspec import c_arg
-from .._memory import Buffer, Image, never_free
+from .._memory import Buffer, Image, never_free, refuse_used
 from .._backend import Backend
 from . import _exec_params, _queue, _rm, _staging
 from . import abi as _abi
@@ -160,6 +160,8 @@ class NvBackend(Backend):
                 raise ArigValueError("a Launch submitted as the fill takes no arg (it carries its arguments)")
             if fill.owner != id(self):
                 raise ArigValueError(f"{fill!r} is of a kernel another NV device loaded")
+            if fill._uses:
+                refuse_used(fill._uses)  # its image unloaded, or a buffer pack() saw closed
             return fill._item
         if fill is None:
             return (_native.MARK, 0, 0, 0)
