@@ -340,6 +340,8 @@ class Device(FeatureCalls):
     async def stop(self) -> None:
         """Stop: refuse new work, let submitted work finish (bounded), release everything.
 
+        Every buffer and image of the device is closed then (their memory is
+        the backend's to free): using one afterwards raises ``ArigValueError``.
         Idempotent; concurrent callers all wait for the one stop.  Past the
         stop timeout the device is lost and released anyway: the whole stop
         takes at most ``stop_timeout`` (and ``STOP_GRACE``).
