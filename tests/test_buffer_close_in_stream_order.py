@@ -204,6 +204,31 @@ def test_a_lost_device_frees_nothing_before_stop_and_stop_closes_everything() ->
         a.numpy()
 
 
+def _boom(queue: Any, arg: Any, v: int) -> None:
+    raise RuntimeError("boom")
+
+
+@pytest.mark.asyncio
+async def test_a_buffer_closed_on_a_device_lost_meanwhile_is_freed_at_stop_not_before(fake_cuda: FakeCuda, engine: str) -> None:
+    dev = await arig.open(arig.cuda.gpu(0))
+    buf = await dev.alloc(64)
+    address = buf.address
+    gate = threading.Event()
+    await dev.submit(gpu_gate, gate)
+    v = await dev.submit(_boom)
+    buf.close()  # waits for v, which is never reached
+    gate.set()
+    with pytest.raises(arig.DeviceLost):
+        await asyncio.wait_for(dev.wait(v), T)
+    await asyncio.sleep(0.05)
+    assert address not in [c.args[0] for c in fake_cuda.calls("cuMemFree_v2")]  # lost: the GPU may still use it
+    assert buf.address == address
+    await dev.stop()
+    assert address in [c.args[0] for c in fake_cuda.calls("cuMemFree_v2")]  # the backend's close freed it
+    with pytest.raises(ArigValueError, match="CUDA stopped"):
+        buf.address  # noqa: B018
+
+
 @pytest.mark.asyncio
 async def test_work_naming_a_closed_buffer_is_refused_before_a_value(engine: str) -> None:
     async with await arig.open(arig.host.cpu()) as dev:
