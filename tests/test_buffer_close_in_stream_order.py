@@ -291,11 +291,13 @@ async def test_an_image_unloaded_while_its_launch_is_queued_is_unloaded_after_it
         assert not image.loaded
         with pytest.raises(ArigValueError, match="unloaded"):
             image.function("k")
+        await asyncio.sleep(0.05)
+        assert ("module", image.handle) not in fake_cuda.destroyed  # its launch is still queued
         gate.set()
         await asyncio.wait_for(dev.wait(v), T)
         assert dev.lost is None and len(ran) == 1
         await dev._control(_nothing)  # a control after the posted unload
-        assert image.handle in fake_cuda.destroyed or image.handle not in fake_cuda._modules
+        assert ("module", image.handle) in fake_cuda.destroyed
 
 
 # -- launches: what arig can see of them (the image, the buffers pack() was given) --------------
