@@ -45,7 +45,7 @@ import numpy as np
 
 from ._device_args import check_fill_args
 from ._errors import ArigTypeError, safe_repr
-from ._memory import Buffer, Image
+from ._memory import Buffer, Image, Ledger
 from ._pure import Lane
 from ._submit import SubmitThread
 from ._timeline import Timeline
@@ -172,6 +172,7 @@ class Backend(abc.ABC):
     #: Work pending with no progress for this long loses the device (None: never).
     hang_ms: int | None = None
     timeline: Timeline
+    ledger: Ledger
 
     def bind(self, timeline: Timeline, post: Callable[..., None]) -> None:
         """Report completions to ``timeline`` (``timeline.report(lane, v)``, any thread).
@@ -181,6 +182,8 @@ class Backend(abc.ABC):
         """
         self.timeline = timeline
         self.post = post
+        #: The buffers and images this backend makes (``ledger=``): freed in stream order, closed at stop.
+        self.ledger = Ledger(timeline, self.name)
 
     def check_fill(self, fill: Any) -> Any:
         """Validate a fill on the loop thread (no driver call); return what ``call_fill`` takes.

@@ -74,12 +74,13 @@ def check_buffer(buf: Any, device: Any) -> Buffer:
 
     A buffer no device made (built by hand, for a backend's own use) is known
     by its device's name alone, as before devices marked theirs."""
+    if isinstance(buf, Buffer) and buf.closed and buf.device == device.name:
+        # First: "its device stopped" says more than "another device's" of a stopped device's buffer.
+        raise ArigValueError(f"buffer is closed{buf._held.why}: no new work may use it")
     owner = getattr(buf, "_arig_owner", None)
     if not isinstance(buf, Buffer) or (owner() is not device if owner is not None else buf.device != device.name):
         other = f" (a buffer of another {device.name} device)" if isinstance(buf, Buffer) and buf.device == device.name else ""
         raise ArigTypeError(f"expected a buffer of {device.name}, got {safe_repr(buf)}{other}")
-    if buf.closed:
-        raise ArigValueError("buffer is closed")
     return buf
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ArigTypeError, ArigValueError, safe_repr
-from ._memory import Buffer, Image
+from ._memory import Buffer, Image, Ledger, _Held, uses_of
 
 __all__ = ["LaunchSpec", "ParamLayout", "Args", "KernelImage", "args_size", "check_params", "dims", "c_arg", "fill_address",
            "is_c_fill", "FILL_ARGS", "U32", "pack"]  # fmt: skip
@@ -195,14 +195,18 @@ def pack(*values: Any) -> bytes:
     ``pack(np.float32(2.0), x_buf, y_buf, np.int32(n))`` for
     ``saxpy(float a, const float *x, float *y, int n)``: a Buffer is its
     address (8 bytes), a numpy or ctypes scalar its own bytes.  Both GPUs'
-    ``Launch`` take the result and check it against the kernel's layout.
+    ``Launch`` take the result and check it against the kernel's layout.  The
+    bytes remember the buffers (``uses``): a launch of them is refused once one
+    is closed.
     """
     out = bytearray()
     for value in values:
         data, align = _bytes_of(value)
         out += b"\0" * (-len(out) % align)
         out += data
-    return bytes(out)
+    packed = Packed(out)
+    packed.uses = tuple(v._held for v in values if isinstance(v, Buffer))
+    return packed
 
 
 def args_size(layout: ParamLayout) -> int:
@@ -227,8 +231,10 @@ class KernelImage(Image):
     ``layouts[name]`` is what a launch of that kernel is checked against, so a
     caller can see why its argument buffer was refused (or size one) without a GPU."""
 
-    def __init__(self, device: str, handle: int, functions: dict[str, int], layouts: dict[str, ParamLayout], release: Callable[[], None]) -> None:
-        super().__init__(device, handle, functions, release)
+    def __init__(
+        self, device: str, handle: int, functions: dict[str, int], layouts: dict[str, ParamLayout], release: Callable[[], None], ledger: Ledger | None = None
+    ) -> None:
+        super().__init__(device, handle, functions, release, ledger)
         self.layouts: dict[str, ParamLayout] = dict(layouts)
 
 
@@ -259,6 +265,13 @@ def _args(args: Any) -> bytes:
     return bytes(args)
 
 
+class Packed(bytes):
+    """Argument bytes that remember the buffers they name (``arig.cuda.pack``): a launch of them is
+    refused at submit once one of those buffers is closed."""
+
+    uses: tuple[_Held, ...] = ()
+
+
 class LaunchSpec:
     """One kernel launch as both GPUs mean it: ``func``, ``grid``, ``block``, ``args``, ``shared``.
 
@@ -272,7 +285,7 @@ class LaunchSpec:
     this and makes its own record from the checked fields.
     """
 
-    __slots__ = ("func", "grid", "block", "args", "shared")
+    __slots__ = ("func", "grid", "block", "args", "shared", "_uses")
 
     def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
         self.func = _func(func)
@@ -289,8 +302,10 @@ class LaunchSpec:
         return None
 
     def _checked(self, args: Any) -> bytes:
-        """``args`` as bytes, checked against the kernel's layout (when known)."""
+        """``args`` as bytes, checked against the kernel's layout (when known); what the launch uses is
+        noted (``_uses``: its image, the buffers ``pack`` saw), for the device to check at submit."""
         data = _args(args)
+        self._uses = uses_of(self.func, args)
         known = self._params()
         if known is not None:
             check_params(known[1], data, known[0])

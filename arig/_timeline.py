@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from . import _log
-from ._errors import DeviceLost
+from ._errors import DeviceLost, describe
 from ._port import port_of
 
 __all__ = ["Timeline"]
@@ -56,6 +56,10 @@ class Timeline:
         self._heap: list[tuple[int, int, asyncio.Future[None]]] = []  # (value, order, future) of each waiter
         self._ids = itertools.count()
         self._kept: collections.deque[tuple[int, Any]] = collections.deque()
+        # (value, fn, arg): calls waiting for a value (stream-ordered frees, arig._memory.Ledger).
+        # Appended from any thread, run and popped by the loop only; values roughly in order
+        # (one appended late waits behind a larger one: later, never earlier).
+        self._due: collections.deque[tuple[int, Any, Any]] = collections.deque()
         # Lists, not deques: bisect indexes them (a deque's middle costs O(n) per index).
         self._hist_v: list[int] = []
         self._hist_t: list[float] = []
@@ -140,8 +144,9 @@ class Timeline:
         _log.lost(self._name, cause, waiting, level)
 
     def release_kept(self) -> None:
-        """Drop every kept object (at stop, once no work can still use them)."""
+        """Drop every kept object and waiting call (at stop, once no work can still use them)."""
         self._kept.clear()
+        self._due.clear()
 
     def on_fail(self, cb: Any) -> None:
         """Call ``cb()`` on the loop once the timeline is lost."""
@@ -171,13 +176,31 @@ class Timeline:
         kept = self._kept
         while kept and kept[0][0] <= r:
             kept.popleft()
+        if self._due:
+            self._run_due()
         heap = self._heap
         while heap and heap[0][0] <= r:
             fut = heapq.heappop(heap)[2]
             if not fut.done():  # a cancelled waiter's future is skipped
                 fut.set_result(None)
 
+    def _run_due(self) -> None:
+        """Run the waiting calls whose value is reached (loop thread); never while lost."""
+        due, r = self._due, self.reached
+        while due and due[0][0] <= r and self.lost is None:
+            _, fn, arg = due.popleft()
+            try:
+                fn(arg)
+            except Exception as exc:  # noqa: BLE001 - a free that cannot be posted must not stop the deliveries
+                _log.fallback(f"{self._name}: a call waiting for value {r} failed: {describe(exc)}")
+
     # -- any thread ---------------------------------------------------------
+    def when_reached(self, v: int, fn: Any, arg: Any) -> None:
+        """Call ``fn(arg)`` on the loop once ``v`` is reached; never if the timeline is lost.  Any thread."""
+        self._due.append((v, fn, arg))
+        if self.reached >= v:  # reached meanwhile (another thread's call): the delivery may have passed
+            self._call_soon(self._run_due)
+
     def report(self, lane: int, v: int, t: float | None = None) -> None:
         """Lane ``lane`` completed its work up to value ``v``.  Any thread; never raises."""
         try:

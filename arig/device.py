@@ -40,7 +40,7 @@ from ._device_args import check_alloc, check_copy, check_image, check_index, che
 from ._device_features import FeatureCalls
 from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe
 from ._hang_watch import HangWatch
-from ._memory import Buffer, Image
+from ._memory import Buffer, Image, refuse_closed
 from ._submit import SubmitThread
 from ._timeline import Timeline
 from .queue import AdoptedQueue, Queue
@@ -218,7 +218,9 @@ class Device(FeatureCalls):
         waits only while too many submissions wait for that thread
         (back-pressure).  Cancelled while waiting, it assigns no value; once a
         value is assigned the work is queued, so values stay gapless.
-        ``keep`` (and ``arg``) stay referenced until the value is reached.
+        ``keep`` (and ``arg``) stay referenced until the value is reached; a
+        closed buffer or image as ``arg``/``keep`` (or directly in a tuple or
+        list of them) is refused with ``ArigValueError`` before a value.
         """
         if get_ident() != self._tid or not self._running():
             self._check_loop()
@@ -241,7 +243,11 @@ class Device(FeatureCalls):
             self._check_usable()
         # The fill, its arg and keep live until the value is reached (a native
         # fill is read by the device's own thread, after submit returned).
-        held = fill if arg is None and (keep is None or (type(keep) is tuple and not keep)) else (fill, arg, keep)
+        if arg is None and (keep is None or (type(keep) is tuple and not keep)):
+            held = fill
+        else:
+            refuse_closed(arg, keep)  # here, after any wait for room: a close during that wait counts
+            held = (fill, arg, keep)
         v = self._hand_over(qi, item, held)
         if ins is not None:
             ins.call("on_submit", self, v, fill, arg, qi)
@@ -335,6 +341,8 @@ class Device(FeatureCalls):
     async def stop(self) -> None:
         """Stop: refuse new work, let submitted work finish (bounded), release everything.
 
+        Every buffer and image of the device is closed then (their memory is
+        the backend's to free): using one afterwards raises ``ArigValueError``.
         Idempotent; concurrent callers all wait for the one stop.  Past the
         stop timeout the device is lost and released anyway: the whole stop
         takes at most ``stop_timeout`` (and ``STOP_GRACE``).
@@ -368,6 +376,7 @@ class Device(FeatureCalls):
         except TimeoutError:
             ended = False
         self._backend.detach()
+        self._backend.ledger.end()  # the backend freed (or kept) the memory: no buffer or image of the device may be used
         if tl.lost is None and tl.assigned > tl.reached:
             tl.fail(DeviceStopped(f"device {self.name} stopped before value {tl.reached + 1} was reached"), logging.WARNING)
         tl.release_kept()

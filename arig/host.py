@@ -199,7 +199,7 @@ class HostBackend(Backend):
         if kind not in (None, "host"):
             raise ArigValueError(f"the host device has memory of kind 'host' only, not {safe_repr(kind)}")
         mem = np.zeros(nbytes, dtype=np.uint8)
-        return Buffer(self.name, "host", mem.ctypes.data, nbytes, _nothing, host=mem)
+        return Buffer(self.name, "host", mem.ctypes.data, nbytes, _nothing, host=mem, ledger=self.ledger)
 
     def copy_fill(self, buf: Buffer, array: np.ndarray, to_device: bool) -> tuple[Any, Any]:
         flat = array.reshape(-1).view(np.uint8)
@@ -213,7 +213,7 @@ def _copy_fill(queue: HostQueue, arg: tuple[np.ndarray, np.ndarray], v: int) -> 
 
 
 def _nothing() -> None:
-    """Host memory is numpy's: the buffer's array frees it."""
+    """Host memory is numpy's: dropping the buffer's array (once the work before its close is done) frees it."""
 
 
 class HostOpener:

@@ -145,7 +145,7 @@ class _Gpu:
 
 def test_the_nv_loader_fills_each_kernels_layout_from_the_cubin() -> None:
     freed: list[Any] = []
-    images = _images.Images("NV", owner=7, free_after_gpu=freed.append)
+    images = _images.Images("NV", owner=7, free=freed.append)
     image = images.load(_Gpu(), CUBIN, post=lambda fn, *a: fn(*a))  # type: ignore[arg-type]
     assert isinstance(image, _launchspec.KernelImage)
     assert image.layouts == {name: k.params for name, k in _cubin.parse(CUBIN).kernels.items()}

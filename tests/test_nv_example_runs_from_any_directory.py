@@ -33,9 +33,8 @@ def test_the_shipped_image_is_the_packaged_cubin_with_saxpy() -> None:
 def test_pack_is_one_rule_for_both_gpus() -> None:
     assert arig.nvrm.pack is arig.cuda.pack is _launchspec.pack
 
-    class Buf(arig.Buffer):
-        def __init__(self, address: int) -> None:
-            self.address = address
+    def Buf(address: int) -> arig.Buffer:
+        return arig.Buffer("NV", "device", address, 64, lambda: None)
 
     assert arig.nvrm.pack(np.float32(3.0), Buf(0x1000), Buf(0x2000), np.int32(64)) == struct.pack("<f4xQQi", 3.0, 0x1000, 0x2000, 64)
     with pytest.raises(arig.ArigTypeError, match="has no fixed size"):

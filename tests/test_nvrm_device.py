@@ -521,7 +521,7 @@ def test_a_staging_wait_ends_on_a_channel_error(pair: Any) -> None:
         staging.stage_out(base + (5 << 20), np.zeros(100, np.uint8))
 
 
-# --- frees wait for the GPU, with at most one hop back to the submit thread --------------------------
+# --- frees: the ledger waits for the GPU; the NV memory frees what reaches it ---------------------------
 
 
 class _Freed:
@@ -541,9 +541,9 @@ class _Timeline:
         self.lost: BaseException | None = None
 
 
-def test_a_free_waits_for_every_value_assigned_before_it_and_costs_one_post() -> None:
-    """Work done already: freed at once, no post.  Work pending: kept with the value it needs; the loop's
-    deliveries post once (not per delivery) when the timeline reaches it; a lost device keeps it for close."""
+def test_a_free_the_ledger_posts_is_done_at_once_and_a_lost_device_keeps_it_for_close() -> None:
+    """The device's ledger (arig._memory.Ledger) waits for the work before a close; what reaches the NV
+    memory is freed at once, with no post of its own, unless the device is lost: then close decides."""
     from arig.nvrm._memory import NvMemory
 
     freed: list[str] = []
@@ -551,26 +551,10 @@ def test_a_free_waits_for_every_value_assigned_before_it_and_costs_one_post() ->
     tl = _Timeline()
     mem = NvMemory("NV", object())  # type: ignore[arg-type]
     mem.bind(tl, lambda fn, *a: posts.append((fn, a)))  # type: ignore[arg-type]
-    tl.assigned = tl.reached = 3
-    mem.free_after_gpu(_Freed(freed, "a"))  # type: ignore[arg-type]
-    assert freed == ["a"] and posts == [] and mem.due == 0
-    tl.assigned = 5
-    mem.free_after_gpu(_Freed(freed, "b"))  # type: ignore[arg-type]
-    tl.assigned = 7
-    mem.free_after_gpu(_Freed(freed, "c"))  # type: ignore[arg-type]
-    assert freed == ["a"] and mem.due == 5
-    mem.progressed(4)
-    assert posts == []
-    tl.reached = 5
-    mem.progressed(5)
-    mem.progressed(5)
-    assert len(posts) == 1 and posts[0][0] == mem.free_reached  # one post while one is on its way
-    posts.pop()[0]()
-    assert freed == ["a", "b"] and mem.due == 7
+    tl.assigned, tl.reached = 5, 3  # work pending: the ledger, not the memory, waits for it
+    mem.free(_Freed(freed, "a"))  # type: ignore[arg-type]
+    assert freed == ["a"] and posts == []
     tl.lost = RuntimeError("lost")
-    mem.free_after_gpu(_Freed(freed, "d"))  # type: ignore[arg-type]
-    tl.reached = 7
-    mem.progressed(7)
-    posts.pop()[0]()
-    assert freed == ["a", "b"]  # lost: close decides
-    assert sorted(m.name for m in mem.close()) == ["c", "d"]  # type: ignore[attr-defined]
+    mem.free(_Freed(freed, "b"))  # type: ignore[arg-type]
+    assert freed == ["a"]  # lost: close decides
+    assert [m.name for m in mem.close()] == ["b"]  # type: ignore[attr-defined]

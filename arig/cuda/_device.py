@@ -24,7 +24,7 @@ import types
 from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
-from .._memory import never_free
+from .._memory import never_free, refuse_used
 from .. import _engine, _log
 from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
 from .._backend import Adopts, Backend, WaitsEvents, Wraps
@@ -328,6 +328,8 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         if t is Launch:  # the hot path: its core record is its item on either engine
             if arg is not None:
                 raise ArigValueError("a Launch submitted as the fill takes no arg (it carries its arguments)")
+            if fill._uses:
+                refuse_used(fill._uses)  # its image unloaded, or a buffer pack() saw closed
             return fill._item
         make = self._prepare_by_type.get(t)
         if make is not None:

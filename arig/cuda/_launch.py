@@ -50,7 +50,8 @@ class Launch(LaunchSpec):
     ``launch(stream)`` launches it there and returns the CUresult, so a fill
     can ``return launch(queue)``.  Do not change a Launch (``set_args``)
     while a submission of it is pending: the launch reads its arguments when
-    it runs, not when it was submitted.
+    it runs, not when it was submitted.  A submit of it is refused once its
+    image is unloaded or a buffer given to ``pack`` for it is closed.
     """
 
     # _item is what the device's prepare hands the core, found by type(fill) is Launch.

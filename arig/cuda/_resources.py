@@ -1,7 +1,8 @@
 """A CUDA device's memory and images: allocations, frees, loads, unloads.
 
 Runs on the device's Python submit thread (``Device.alloc``/``load`` are
-controls; frees and unloads come from finalizers through ``post``).  Images'
+controls; frees and unloads are posted by the device's ledger,
+``arig._memory.Ledger``, once the work submitted before the close is done).  Images'
 modules are shared with the GPU's process-wide state (``_gpu``), which keeps
 a module loaded while a graph uses its kernels.
 """
@@ -16,7 +17,7 @@ import numpy as np
 
 from .._errors import ArigValueError, safe_repr
 from .._launchspec import KernelImage, ParamLayout
-from .._memory import Buffer, Kind, describe_kinds, kind_names
+from .._memory import Buffer, Kind, Ledger, describe_kinds, kind_names
 from ._items import Copy
 from ._launch import _LAYOUTS
 from ._lib import check, lib
@@ -55,15 +56,17 @@ class CudaBuffer(Buffer):
     offer no CUDA interface.
     """
 
-    def __init__(self, device: str, kind: str, address: int, nbytes: int, release: Any, ordinal: int, *, keep: Any = None, readonly: bool = False) -> None:
-        super().__init__(device, kind, address, nbytes, release, keep=keep, readonly=readonly)
+    def __init__(
+        self, device: str, kind: str, address: int, nbytes: int, release: Any, ordinal: int, *, keep: Any = None, readonly: bool = False, ledger: Ledger | None = None
+    ) -> None:
+        super().__init__(device, kind, address, nbytes, release, keep=keep, readonly=readonly, ledger=ledger)
         self._dl = (kDLCUDA, ordinal)
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """Bytes of device memory, for CuPy, PyTorch and Numba (version 3)."""
         if self.closed:
-            raise ArigValueError("buffer is closed")
+            raise ArigValueError(f"buffer is closed{self._held.why}")
         return {"shape": (self.nbytes,), "typestr": "|u1", "data": (self.address, False), "version": 3, "strides": None, "stream": None}
 
 
@@ -74,6 +77,7 @@ class Resources:
     ordinal: int
     post: Any
     gpu: Any
+    ledger: Ledger
     _live: dict[int, str]
     _images: set[int]
     _modules_of: dict[int, int]
@@ -88,14 +92,14 @@ class Resources:
             d = c_uint64()
             check(lib.cuMemAlloc_v2(byref(d), nbytes), f"cuMemAlloc({nbytes})")
             self._live[d.value] = kind
-            return CudaBuffer(self.name, kind, d.value, nbytes, _Release(self.post, self._free, d.value), self.ordinal)
+            return CudaBuffer(self.name, kind, d.value, nbytes, _Release(self.post, self._free, d.value), self.ordinal, ledger=self.ledger)
         p = c_void_p()
         flags = CU_MEMHOSTALLOC_PORTABLE | (CU_MEMHOSTALLOC_DEVICEMAP if row.gpu else 0)
         check(lib.cuMemHostAlloc(byref(p), nbytes, flags), f"cuMemHostAlloc({nbytes})")
         addr = p.value or 0
         host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(addr))
         self._live[addr] = kind
-        return Buffer(self.name, kind, addr, nbytes, _Release(self.post, self._free, addr), host=host)
+        return Buffer(self.name, kind, addr, nbytes, _Release(self.post, self._free, addr), host=host, ledger=self.ledger)
 
     def wrap(self, obj: Any) -> Buffer:
         """Loop thread (no driver call): another library's GPU array as a buffer of this device."""
@@ -105,7 +109,7 @@ class Resources:
         if f.device_type != _dlpack.kDLCUDA or f.device_id not in (self.ordinal, -1):
             where = f"GPU {f.device_id}" if f.device_type == _dlpack.kDLCUDA else f"DLPack device type {f.device_type}"
             raise ArigValueError(f"cannot wrap {safe_repr(obj)}: its memory is on {where}, not in {self.name}'s device memory (GPU {self.ordinal})")
-        return CudaBuffer(self.name, "foreign", f.address, f.nbytes, _nothing, self.ordinal, keep=f.keep, readonly=f.readonly)
+        return CudaBuffer(self.name, "foreign", f.address, f.nbytes, _nothing, self.ordinal, keep=f.keep, readonly=f.readonly, ledger=self.ledger)
 
     def _free(self, addr: int) -> None:
         kind = self._live.pop(addr, None)
@@ -137,7 +141,7 @@ class Resources:
         for name, f in functions.items():
             _LAYOUTS[f] = layouts[name]
             self._modules_of[f] = m
-        return KernelImage(self.name, m, functions, layouts, _Release(self.post, self._unload, m))
+        return KernelImage(self.name, m, functions, layouts, _Release(self.post, self._unload, m), self.ledger)
 
     @property
     def images_loaded(self) -> set[int]:

@@ -7,14 +7,11 @@ value, which wakes the driver's event fd that the device reads on the loop
 (:meth:`NvCompletion.deliver`): the driver's event ends every wait the
 watch does not.
 
-Threads: as :mod:`arig._native.completion` says; ``deliver`` (loop thread)
-also tells the device's memory how far the timeline got, so that memory
-freed while the GPU may still use it is freed as soon as it may be.
+Threads: as :mod:`arig._native.completion` says.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from .. import _native
@@ -26,13 +23,10 @@ __all__ = ["NvCompletion"]
 
 
 class NvCompletion(NativeCompletion):
-    """The native core of an NV device (see the module docstring).
+    """The native core of an NV device (see the module docstring)."""
 
-    ``progressed(reached)`` runs on the loop after every delivery (cheap: it reads a number)."""
-
-    def __init__(self, owner: Any, queues: list[NvQueue], spin_us: int, progressed: Callable[[int], None]) -> None:
+    def __init__(self, owner: Any, queues: list[NvQueue], spin_us: int) -> None:
         ptrs = [q.ptr for q in queues]
-        self._progressed = progressed
 
         def make(efd: int) -> _native.Core:
             words = [q.timeline_address for q in queues]
@@ -43,11 +37,6 @@ class NvCompletion(NativeCompletion):
     @property
     def description(self) -> str:
         return "native core: GPU-released timeline words (with GPU time), bounded spin, NON_STALL_INTERRUPT backstop on the driver's event fd"
-
-    def deliver(self) -> bool:
-        progressed = super().deliver()
-        self._progressed(self._owner.timeline.reached)
-        return progressed
 
     def _release_time(self, lane: int) -> int:
         """The GPU's time of the lane's last release (the native thread has not looked yet)."""

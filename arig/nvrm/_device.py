@@ -37,7 +37,7 @@ import numpy as np
 from .. import _engine, _log, _native
 from .._errors import ArigValueError, OpenError
 from .._launchspec import c_arg
-from .._memory import Buffer, Image, never_free
+from .._memory import Buffer, Image, never_free, refuse_used
 from .._backend import Backend
 from . import _exec_params, _queue, _rm, _staging
 from . import abi as _abi
@@ -79,7 +79,7 @@ class NvBackend(Backend):
         self.gpu = gpu = _rm.process().gpu(bus)
         gpu.claim(name)
         self.memory = NvMemory(name, gpu)
-        self.images = Images(name, id(self), self.memory.free_after_gpu)
+        self.images = Images(name, id(self), self.memory.free)
         self._event_undo = _rm.Undo()
         self._own: list[_rm.Mem] = []
         self.channel: _rm.Channel | None = None
@@ -116,7 +116,7 @@ class NvBackend(Backend):
         self.queue_handles = [self.queue, self.copy_queue]
         _queue.start_engines(gpu, ch, self.queue, self.copy_queue, self._keep)
         self.staging = _staging.Staging(self.copy_queue, self._keep(gpu.host("staging", STAGING_BYTES)), STAGING_SLOTS)
-        self.completion = NvCompletion(self, self.queue_handles, SPIN_US, self.memory.progressed)
+        self.completion = NvCompletion(self, self.queue_handles, SPIN_US)
         self.capabilities = dict([_abi.declare(_abi.NvAbi.native())])
         self.facts = self._describe(gpu, ch)
 
@@ -142,7 +142,7 @@ class NvBackend(Backend):
     # -- loop thread ------------------------------------------------------------------------
     def bind(self, timeline: Any, post: Callable[..., None]) -> None:
         super().bind(timeline, post)
-        self.memory.bind(timeline, post)
+        self.memory.bind(timeline, post, self.ledger)
         assert self.events is not None
         self.events.watch(self._on_wake)
 
@@ -160,6 +160,8 @@ class NvBackend(Backend):
                 raise ArigValueError("a Launch submitted as the fill takes no arg (it carries its arguments)")
             if fill.owner != id(self):
                 raise ArigValueError(f"{fill!r} is of a kernel another NV device loaded")
+            if fill._uses:
+                refuse_used(fill._uses)  # its image unloaded, or a buffer pack() saw closed
             return fill._item
         if fill is None:
             return (_native.MARK, 0, 0, 0)
@@ -210,7 +212,7 @@ class NvBackend(Backend):
         return _staging.copy_fill(self.staging, buf.address, array, to_device)
 
     def load(self, image: bytes) -> Image:
-        return self.images.load(self.gpu, image, self.post)
+        return self.images.load(self.gpu, image, self.post, self.ledger)
 
     # -- the end ------------------------------------------------------------------------------
     def _destroy_queues(self) -> None:

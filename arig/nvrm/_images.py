@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from .._errors import ArigValueError
 from .._launchspec import KernelImage, ParamLayout
+from .._memory import Ledger
 from . import _cubin, _rm
 
 __all__ = ["LoadedKernel", "Images", "register", "unregister", "kernel_of", "CODE_ALIGN"]
@@ -77,17 +78,18 @@ def _checked(name: str, image: bytes) -> _cubin.Cubin:
 class Images:
     """The cubins one device loaded: each kernel's code in one VRAM allocation per image.
 
-    ``free_after_gpu(mem)`` frees an unloaded image's code once the GPU is done
-    with the work submitted before the unload (the device's memory does that)."""
+    ``free(mem)`` frees an unloaded image's code: the device's ledger
+    (``arig._memory.Ledger``) posts the unload only once the GPU is done with the
+    work submitted before it."""
 
-    def __init__(self, name: str, owner: int, free_after_gpu: Callable[[_rm.Mem], None]) -> None:
+    def __init__(self, name: str, owner: int, free: Callable[[_rm.Mem], None]) -> None:
         self.name = name
         self._owner = owner
-        self._free_after_gpu = free_after_gpu
+        self._free = free
         self._images: dict[int, tuple[_rm.Mem, list[int]]] = {}
         self._keys = itertools.count(1)
 
-    def load(self, gpu: _rm.Gpu, image: bytes, post: Callable[..., None]) -> KernelImage:
+    def load(self, gpu: _rm.Gpu, image: bytes, post: Callable[..., None], ledger: Ledger | None = None) -> KernelImage:
         """Parse and check ``image``, copy its kernels' code to VRAM and register them."""
         cubin = _checked(self.name, image)
         offsets, at = {}, 0
@@ -105,7 +107,7 @@ class Images:
         key = next(self._keys)
         self._images[key] = (m, list(ids.values()))
         layouts = {name: k.params for name, k in cubin.kernels.items()}
-        return KernelImage(self.name, key, ids, layouts, lambda: post(self.unload, key))
+        return KernelImage(self.name, key, ids, layouts, lambda: post(self.unload, key), ledger)
 
     def unload(self, key: int) -> None:
         found = self._images.pop(key, None)
@@ -114,7 +116,7 @@ class Images:
         m, ids = found
         for fid in ids:
             unregister(fid)
-        self._free_after_gpu(m)
+        self._free(m)
 
     def close(self) -> list[_rm.Mem]:
         """At close: no kernel is found any more; the images' memory, for the device to free or keep."""

@@ -1,18 +1,14 @@
-"""The NV device's memory: allocations, the program's own memory mapped for the GPU, dma-bufs, deferred frees.
+"""The NV device's memory: allocations, the program's own memory mapped for the GPU, dma-bufs, frees.
 
-A buffer the program frees may still be in use by work the GPU has not
-finished, so its memory is freed only once every value assigned before the
-free is reached.  The submit thread reads the timeline (two numbers) where
-the free arrives: work done already frees at once; otherwise the memory
-waits with the value it needs, and the loop, which hears of every
-completion, posts one call back to the submit thread once the timeline
-reaches that value (:meth:`NvMemory.progressed`).  While the device is lost
-nothing is freed before close, which frees it only if the RM freed the
-channel (the GPU may still run work that uses it otherwise).
+A buffer the program closes may still be in use by work the GPU has not
+finished: the device's ledger (``arig._memory.Ledger``, the rule of every
+device) posts its free here only once every value submitted before the
+close is reached, so a free that arrives is done at once.  While the device
+is lost nothing is freed before close, which frees it only if the RM freed
+the channel (the GPU may still run work that uses it otherwise).
 
 Threads: everything on the device's submit thread (every RM call is made
-there), except :meth:`NvMemory.progressed` (loop thread: reads numbers,
-posts) and a buffer's free callback (any thread: posts).
+there), except a buffer's free callback (any thread: posts).
 """
 
 from __future__ import annotations
@@ -20,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import os
 import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -28,7 +23,7 @@ import numpy as np
 
 from .. import _log
 from .._errors import ArigValueError, safe_repr
-from .._memory import Buffer, Kind, describe_kinds, kind_names
+from .._memory import Buffer, Kind, Ledger, describe_kinds, kind_names
 from .._timeline import Timeline
 from . import _rm
 
@@ -91,17 +86,14 @@ class NvMemory:
         self._keys = 0
         self._pins: dict[int, Any] = {}  # id(Mem) of map_host's memory -> the object that owns it, until unmapped
         self._orphans: list[_rm.Mem] = []  # freed while the device was lost: close decides
-        self._deferred: deque[tuple[int, _rm.Mem]] = deque()  # (the value to reach, memory), values in order
-        #: The value the oldest deferred free waits for (0: none); the loop reads it.
-        self.due = 0
-        self._posted = False  # a free_reached is on its way to the submit thread
         self._tl: Timeline | None = None
         self._post: Callable[..., None] | None = None
+        self._ledger: Ledger | None = None
         self._closed = False
 
-    def bind(self, timeline: Timeline, post: Callable[..., None]) -> None:
-        """Loop thread, at open: the timeline frees wait on, and ``post`` to the submit thread."""
-        self._tl, self._post = timeline, post
+    def bind(self, timeline: Timeline, post: Callable[..., None], ledger: Ledger | None = None) -> None:
+        """Loop thread, at open: the timeline, ``post`` to the submit thread, and the ledger buffers join."""
+        self._tl, self._post, self._ledger = timeline, post, ledger
 
     # -- buffers ----------------------------------------------------------------------
     def _buffer(self, m: _rm.Mem, kind: str, address: int, nbytes: int, host: Any, keep: Any = None) -> Buffer:
@@ -110,7 +102,7 @@ class NvMemory:
         self._mem[key] = m
         post = self._post
         assert post is not None, "memory is allocated only on an open device"
-        return Buffer(self.name, kind, address, nbytes, lambda: post(self._free_key, key), host=host, keep=keep)
+        return Buffer(self.name, kind, address, nbytes, lambda: post(self._free_key, key), host=host, keep=keep, ledger=self._ledger)
 
     def alloc(self, nbytes: int, kind: str | None) -> Buffer:
         kind = KINDS[0] if kind is None else kind
@@ -130,6 +122,8 @@ class NvMemory:
 
     def dma(self, buf: Buffer, offset: int, nbytes: int) -> Dmabuf:
         """The RM object ``buf`` lies in, exported as a new dma-buf (vidmem only)."""
+        if offset < 0 or nbytes <= 0 or offset + nbytes > buf.nbytes:  # Device.dma checked it: a region inside the buffer
+            raise ArigValueError(f"the region at {offset} of {nbytes} bytes is not inside the buffer of {buf.nbytes} bytes")
         m = next((m for m in self._mem.values() if m.va <= buf.address < m.va + m.size), None)
         if m is None:
             raise ArigValueError(f"{buf!r} is no memory this device allocated")
@@ -143,39 +137,15 @@ class NvMemory:
     def _free_key(self, key: int) -> None:
         m = self._mem.pop(key, None)
         if m is not None and not self._closed:
-            self.free_after_gpu(m)
+            self.free(m)
 
-    def free_after_gpu(self, m: _rm.Mem) -> None:
-        """Free ``m`` once every value assigned so far is reached; while lost, keep it for close."""
+    def free(self, m: _rm.Mem) -> None:
+        """Free ``m``, whose work is done (the ledger waited for it); while lost, keep it for close."""
         tl = self._tl
         if tl is None or tl.lost is not None:
             self._orphans.append(m)
             return
-        target = tl.assigned  # every value assigned so far may use m
-        if tl.reached >= target:
-            self._free(m)
-            return
-        self._deferred.append((target, m))
-        self.due = self._deferred[0][0]
-        self.free_reached()  # the loop may have seen the last completion before it could see `due`
-
-    def progressed(self, reached: int) -> None:
-        """Loop thread, after each delivery: one call to the submit thread once the oldest deferred free may run."""
-        due = self.due
-        if due and reached >= due and not self._posted and self._post is not None:
-            self._posted = True
-            self._post(self.free_reached)
-
-    def free_reached(self) -> None:
-        """Free what waited for a value the timeline has reached."""
-        self._posted = False  # first: a completion seen from now on posts again
-        tl = self._tl
-        if self._closed or tl is None or tl.lost is not None:
-            return  # close decides
-        reached, d = tl.reached, self._deferred
-        while d and d[0][0] <= reached:
-            self._free(d.popleft()[1])
-        self.due = d[0][0] if d else 0
+        self._free(m)
 
     def _free(self, m: _rm.Mem) -> None:
         failures = m.free()
@@ -187,11 +157,9 @@ class NvMemory:
     def close(self) -> list[_rm.Mem]:
         """At close: nothing is freed from now on; every memory still held, for the device to free or keep."""
         self._closed = True
-        self.due = 0
-        mems = [*self._mem.values(), *self._orphans, *(m for _, m in self._deferred)]
+        mems = [*self._mem.values(), *self._orphans]
         self._mem.clear()
         self._orphans.clear()
-        self._deferred.clear()
         return mems
 
     def pins(self) -> list[Any]:
