@@ -19,7 +19,7 @@ import torch
 import arig
 import arig.cuda
 from arig.cuda import Launch
-from arig.cuda._demo import shipped_image
+from arig.cuda import shipped_image
 
 from probe_latency import thread_cpu
 

@@ -20,7 +20,7 @@ import numpy as np
 
 import arig
 from arig.cuda import Launch, pack
-from arig.cuda._demo import shipped_image
+from arig.cuda import shipped_image
 
 
 def thread_cpu() -> Counter[str]:

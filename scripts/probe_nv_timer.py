@@ -17,7 +17,7 @@ import numpy as np
 import arig
 from arig import nvrm
 from arig.cuda import Launch, pack
-from arig.cuda._demo import shipped_image
+from arig.cuda import shipped_image
 
 CUBIN = os.path.join(os.path.dirname(arig.__file__), "kernels", "kernels.cubin")
 

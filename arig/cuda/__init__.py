@@ -8,20 +8,11 @@ from __future__ import annotations
 
 from .._errors import ArigTypeError, ArigValueError
 from ._device import FILL, CudaOpener, count
-from ._launch import Launch, check_args, pack
+from ._launch import Launch, check_args, pack, shipped_image
 from ._lib import CudaError, CudaOutOfMemory, CudaUnavailable
 from .interop import wait_event
 
 __all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture", "shipped_image", "wait_event"]
-
-
-def shipped_image() -> bytes:
-    """arig's own kernels (``arig/kernels/kernels.cu``: ``saxpy``, ``empty``, ``spin``, ``store``,
-    ``step``, ``illegal``, ``trap``) as a fatbin with machine code for every GPU architecture
-    CUDA 13 builds for and PTX for newer ones: ``await dev.load(arig.cuda.shipped_image())``."""
-    from ._demo import shipped_image as image
-
-    return image()
 
 
 def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 40, sched: str | None = None, memops: bool | None = None) -> CudaOpener:

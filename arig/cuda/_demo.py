@@ -4,22 +4,14 @@ a prepared ``Launch`` submitted as the fill (the device's native thread launches
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 import numpy as np
 
 from .._memory import Buffer
 from ..device import Device
-from ._launch import Launch, pack
+from ._launch import Launch, pack, shipped_image
 
-__all__ = ["cuda_saxpy", "shipped_image"]
-
-
-def shipped_image() -> bytes:
-    """The fatbin built from ``arig/kernels/kernels.cu`` by ``scripts/build_kernels.sh``: SASS for
-    sm_75 ... sm_121 (Turing to Blackwell) and PTX of the newest, which the driver JIT-compiles
-    on newer GPUs. ``cuModuleLoadData`` picks the entry for the device."""
-    return (Path(__file__).resolve().parent.parent / "kernels" / "kernels.fatbin").read_bytes()
+__all__ = ["cuda_saxpy"]
 
 
 async def cuda_saxpy(dev: Device) -> Callable[[float, Buffer, Buffer, int], Awaitable[int]]:

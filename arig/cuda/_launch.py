@@ -15,13 +15,23 @@ thread at load and unload, and read on the event loop (a dict lookup).
 from __future__ import annotations
 
 import ctypes
+import importlib.resources
 from typing import Any
 
 from .._launchspec import Args, LaunchSpec, ParamLayout, check_params, dims, pack
 from .._native import LAUNCH, LaunchRecord
 from ._lib import lib
 
-__all__ = ["pack", "check_args", "Launch", "dims", "layout_of"]
+__all__ = ["pack", "check_args", "Launch", "dims", "layout_of", "shipped_image"]
+
+
+def shipped_image() -> bytes:
+    """arig's own kernels (``arig/kernels/kernels.cu``: ``saxpy``, ``empty``, ``spin``,
+    ``spin_stamped``, ``store``, ``step``, ``illegal``, ``trap``, and the device's own
+    ``arig_release``) as a fatbin with machine code for every GPU architecture CUDA 13 builds for
+    (sm_75 ... sm_121) and PTX of the newest, which the driver JIT-compiles on newer GPUs:
+    ``await dev.load(arig.cuda.shipped_image())``; ``cuModuleLoadData`` picks the entry."""
+    return (importlib.resources.files("arig") / "kernels" / "kernels.fatbin").read_bytes()
 
 #: CUfunction -> its parameter layout, recorded when a device loads its image.
 _LAYOUTS: dict[int, ParamLayout] = {}

@@ -24,7 +24,7 @@ import arig
 import arig.cuda
 import arig.cuda_abi
 from arig.cuda import Launch, pack
-from arig.cuda._demo import shipped_image
+from arig.cuda import shipped_image
 
 from _util import compile_fill
 
@@ -227,7 +227,7 @@ def _child(code: str, timeout: float = 120) -> dict[str, object]:
 FAULT = """
 import asyncio, json, time, numpy as np, arig, arig.cuda
 from arig.cuda import Launch, pack
-from arig.cuda._demo import shipped_image
+from arig.cuda import shipped_image
 KERNEL = {kernel!r}
 def fill(s, launch, v): return launch(s)
 async def main():
@@ -284,7 +284,7 @@ def test_fault_fails_100_waiters_then_reopen(kernel: str) -> None:
 HANG = """
 import asyncio, json, time, numpy as np, arig, arig.cuda
 from arig.cuda import Launch, pack
-from arig.cuda._demo import shipped_image
+from arig.cuda import shipped_image
 def fill(s, launch, v): return launch(s)
 async def main():
     async with await arig.open(arig.cuda.gpu(0, hang_ms=400)) as dev:

@@ -47,7 +47,7 @@ import arig.host
 import arig.nvrm
 from arig._stall import StallMeter
 from arig.cuda import CudaError, Launch, capture, pack
-from arig.cuda._demo import shipped_image
+from arig.cuda import shipped_image
 from arig.cuda._lib import check, lib
 
 pytestmark = pytest.mark.gpu
@@ -272,7 +272,7 @@ FAULT = """
 import asyncio, gc, json, numpy as np
 import arig, arig.cuda, arig.cuda_abi as abi
 from arig.cuda import Launch, pack
-from arig.cuda._demo import shipped_image
+from arig.cuda import shipped_image
 
 def fill(q, launch, v): return launch(q)
 def launch_fill(q, g, v): return g.launch(q)
