@@ -82,9 +82,15 @@ def test_a_device_whose_loop_closed_is_stopped_from_another_loop(kind: str) -> N
 
 def test_a_stop_from_another_loop_is_bounded_by_the_stop_timeout(caplog: pytest.LogCaptureFixture) -> None:
     before = arig_threads()
-    gate = threading.Event()
-    dev = _open_then_close_the_loop(arig.host.cpu(), lambda q, a, v: gate.wait(10.0) and None, stop_timeout=0.3)
+    gate, started = threading.Event(), threading.Event()
+
+    def blocked(queue: Any, arg: Any, v: int) -> None:
+        started.set()
+        gate.wait(10.0)
+
+    dev = _open_then_close_the_loop(arig.host.cpu(), blocked, stop_timeout=0.3)
     try:
+        assert started.wait(5.0)  # the fill runs: the submit thread is inside it
         t0 = time.monotonic()
         asyncio.run(dev.stop())
         assert time.monotonic() - t0 < 3.0
