@@ -143,7 +143,7 @@ def forget_frames(exc: BaseException) -> None:
             where = "".join(traceback.format_tb(tb)).rstrip()
             e.__traceback__ = None
             try:
-                e.add_note(f"raised at (a traceback whose frames arig does not keep):\n{where}")
+                e.add_note(f"Traceback (most recent call last; its frames were let go when the device stopped):\n{where}")
             except Exception:  # noqa: BLE001 - an exception type that refuses notes keeps its message only
                 pass
         todo += (e.__cause__, e.__context__)

@@ -7,11 +7,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +125,32 @@ async def test_a_stop_that_waits_less_than_a_second_says_nothing(caplog: pytest.
     await dev.submit(lambda q, a, v: q.enqueue(time.sleep, 0.3))
     await dev.stop()
     assert [r for r in caplog.records if r.name == "arig"] == []
+
+
+_CTRL_C = """
+import asyncio, signal, sys, time, arig, arig.host
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the parent left: Ctrl-C as in a terminal
+async def main():
+    async with await arig.open(arig.host.cpu(), stop_timeout=10.0) as dev:
+        v = await dev.submit(lambda q, a, v: q.enqueue(time.sleep, 2.0))
+        print("ready", flush=True)
+        await dev.wait(v)
+        await asyncio.sleep(30)
+asyncio.run(main())
+"""
+
+
+def test_ctrl_c_with_work_pending_says_what_the_stop_waits_for() -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", _CTRL_C], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        t0 = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    finally:
+        child.kill()
+    assert child.returncode != 0 and "KeyboardInterrupt" in err  # the interrupt still ends the program ...
+    assert 1.0 < time.monotonic() - t0 < 9.0  # ... once the pending work is done (about 2 s), not at the stop timeout
+    said = [line for line in err.splitlines() if "stop waits for" in line]
+    assert said == ["device HOST: stop waits for 1 value(s) to be reached, the lowest 1 (last 1); past the stop timeout (10.0 s) it loses the device"], err
