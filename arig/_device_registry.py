@@ -5,9 +5,9 @@ the registry holds devices weakly, so it never keeps one alive.  A device
 collected without ``stop`` ends its submit thread from its finalizer
 (``_abandon``), which the collector may run on any thread: it calls no
 driver and takes no lock that can wait on one.  It reports the device
-twice over, as an unclosed aiohttp session is: a ``ResourceWarning``
-(hidden unless warnings are shown) and the loop's exception handler
-(logged by default).
+twice over: to the loop's exception handler (logged by default, so a
+forgotten stop is never silent) and as a ``ResourceWarning`` (for tools
+and test runs that turn warnings on or into errors).
 
 ``release`` ends a device whose loop is closed: nothing runs on that loop,
 so what the backend registered with it (an eventfd the loop read) is

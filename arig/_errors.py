@@ -177,10 +177,7 @@ class DeviceLost(ArigError):
         self.device = device
         self.__cause__ = cause
         if other is None:
-            try:
-                _lost_by_cause[id(cause)] = self
-            except TypeError:  # pragma: no cover - an exception type without weak references
-                pass
+            _lost_by_cause[id(cause)] = self
 
     @property
     def cause(self) -> BaseException:

@@ -107,7 +107,7 @@ class AsyncioPort(LoopPort):
         # asyncio has no close hook, but a closing loop drops every timer it holds: a timer
         # that is never due carries an object whose collection is the signal.  The handle
         # refers to the timer weakly: only the loop may keep it alive.
-        hook = OnClose(fn)
+        hook = OnClose(fn, self.post)
         hook._timer = weakref.ref(self.loop.call_later(_NEVER, _never_called, _Signal(hook)))
         return hook
 
@@ -128,19 +128,27 @@ def port_of(loop: asyncio.AbstractEventLoop) -> LoopPort:
 
 
 class OnClose:
-    """``LoopPort.on_close``'s handle: ``cancel()`` (loop thread) and ``fn`` is never called."""
+    """``LoopPort.on_close``'s handle: ``cancel()`` (loop thread) and ``fn`` is never called.
+    Dropping the handle cancels it too (from any thread, through the port)."""
 
-    __slots__ = ("fn", "_timer", "__weakref__")
+    __slots__ = ("fn", "_timer", "_post", "__weakref__")
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
+    def __init__(self, fn: Callable[[], Any], post: Callable[..., None]) -> None:
         self.fn: Callable[[], Any] | None = fn
         self._timer: weakref.ref[asyncio.TimerHandle] | None = None
+        self._post = post
 
     def cancel(self) -> None:
         self.fn = None  # first: cancelling the timer drops the signal, which then calls nothing
         timer = self._timer() if self._timer is not None else None
         if timer is not None:
             timer.cancel()
+
+    def __del__(self) -> None:
+        # Its owner was collected without cancelling it: the loop need not keep the timer.
+        timer = self._timer() if self._timer is not None else None
+        if timer is not None and not timer.cancelled():
+            self._post(timer.cancel)
 
 
 class _Signal:

@@ -126,8 +126,6 @@ class Device(FeatureCalls):
         self._full = sub.full
         self._prepare = backend.prepare
 
-        port = port_of(self._loop)
-
         def on_fail() -> None:  # no reference to the device: see the finalizer below
             st.failed = True
             st.wake_space()
@@ -139,7 +137,7 @@ class Device(FeatureCalls):
         # Once the loop is closed, a task left in wait() must not keep the device (and its
         # threads) alive through the timeline: the waiters are dropped, and the device can
         # be collected (and released by its finalizer) or stopped from another loop.
-        self._on_close = port.on_close(tl.forget_waiters)
+        self._on_close = port_of(self._loop).on_close(tl.forget_waiters)
         _instruments.attach(self, tl)
         return self
 
