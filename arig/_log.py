@@ -11,6 +11,8 @@ What is logged, once per event:
   tells anyone), WARNING when waiting tasks were told through ``DeviceLost``;
 * a hang (the watchdog gave up on pending work): ERROR;
 * a stop that timed out or left a thread behind: WARNING;
+* a stop that has waited a second for submitted work: WARNING, once, with how
+  many values it waits for (a Ctrl-C that leaves ``async with`` waits there);
 * a fallback (a slower path chosen because a better one is missing): INFO,
   once per process per message.
 """

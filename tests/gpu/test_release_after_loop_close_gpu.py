@@ -25,7 +25,8 @@ pytestmark = pytest.mark.gpu
 SCENARIO = """
 import asyncio, gc, json, os, threading, time, warnings
 import arig, arig.cuda, arig.nvrm
-KIND, HOW = {kind!r}, {how!r}
+KIND = {kind!r}
+warnings.simplefilter("ignore", ResourceWarning)
 def opener():
     return arig.cuda.gpu(0) if KIND == "cuda" else arig.nvrm.gpu(0)
 def fds():
@@ -37,32 +38,33 @@ async def cycle():
         await dev.run(None)
 async def wait(dev, v):
     await dev.wait(v)
-async def first():
+async def first(how):
     dev = await arig.open(opener())
     await dev.run(None)
-    if HOW == "waiter":
+    if how == "waiter":
         v = await dev.submit(lambda q, a, v: time.sleep(0.3))
         asyncio.get_running_loop().create_task(wait(dev, v))
         await asyncio.sleep(0.05)
         return None
     return dev
+def scenario(how):
+    before = fds()
+    loop = asyncio.new_event_loop()
+    loop.set_exception_handler(lambda loop, ctx: None)
+    devs = [loop.run_until_complete(first(how))]
+    loop.close()
+    if how == "stop":
+        asyncio.run(devs[0].stop())
+    devs.clear()
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = dict(fds_grown=fds() - before, threads=threads())
+    asyncio.run(cycle())  # released: the GPU opens again
+    return left
 asyncio.run(cycle())  # the process's driver objects: made by the first open, kept for the process
-before = fds()
-loop = asyncio.new_event_loop()
-loop.set_exception_handler(lambda loop, ctx: None)
-devs = [loop.run_until_complete(first())]
-loop.close()
-if HOW == "stop":
-    asyncio.run(devs[0].stop())
-warnings.simplefilter("ignore", ResourceWarning)
-devs.clear()
-gc.collect()
-deadline = time.monotonic() + 10
-while threads() and time.monotonic() < deadline:
-    time.sleep(0.05)
-left = dict(fds_grown=fds() - before, threads=threads())
-asyncio.run(cycle())  # released: the GPU opens again
-print(json.dumps(left))
+print(json.dumps({{how: scenario(how) for how in ("stop", "collect", "waiter")}}))
 """
 
 
@@ -77,14 +79,14 @@ def _available(kind: str) -> bool:
         return False
 
 
-@pytest.mark.parametrize("how", ["stop", "collect", "waiter"])
 @pytest.mark.parametrize("kind", ["cuda", "nv"])
-def test_a_device_whose_loop_closed_is_released(kind: str, how: str) -> None:
+def test_a_device_whose_loop_closed_is_released(kind: str) -> None:
     if not _available(kind) and not arig._env.GPU_REQUIRED:
         pytest.skip(f"no {kind} device here")
-    code = textwrap.dedent(SCENARIO.format(kind=kind, how=how))
+    code = textwrap.dedent(SCENARIO.format(kind=kind))
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 0, r.stderr[-4000:]
     left = json.loads(r.stdout.strip().splitlines()[-1])
-    assert left == {"fds_grown": 0, "threads": []}, (left, r.stderr[-2000:])
+    clean = {"fds_grown": 0, "threads": []}
+    assert left == {"stop": clean, "collect": clean, "waiter": clean}, (left, r.stderr[-2000:])
