@@ -29,10 +29,11 @@ from ._submit import SubmitThread
 _devices: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def track(dev: Any, st: SubmitThread, name: str) -> weakref.finalize[Any, Any]:
-    """File ``dev`` and return its finalizer, which abandons ``st`` if ``dev`` dies unstopped."""
+def track(dev: Any, st: SubmitThread, name: str, source: Any = None) -> weakref.finalize[Any, Any]:
+    """File ``dev`` and return its finalizer, which abandons ``st`` if ``dev`` dies unstopped
+    (``source``: where it was opened, a ``traceback.StackSummary``, or None)."""
     _devices.add(dev)
-    return weakref.finalize(dev, _abandon, st, name)
+    return weakref.finalize(dev, _abandon, st, name, source)
 
 
 def devices() -> list[Any]:
@@ -65,7 +66,7 @@ def _detach_when_ended(st: SubmitThread, then: Callable[[], None] | None) -> Non
         then()
 
 
-def _abandon(st: SubmitThread, name: str) -> None:
+def _abandon(st: SubmitThread, name: str, source: Any) -> None:
     message = f"arig: device {name} was never stopped; use `async with` or `await dev.stop()`"
     loop = st._loop
     if loop.is_closed():
@@ -73,7 +74,10 @@ def _abandon(st: SubmitThread, name: str) -> None:
     else:
         st.abandon()  # the thread's close posts the backend's detach to the loop
     try:
-        loop.call_exception_handler({"message": message})
+        context: dict[str, Any] = {"message": message}
+        if source is not None:
+            context["source_traceback"] = source  # asyncio's handler prints it: "Object created at"
+        loop.call_exception_handler(context)
     except Exception:  # noqa: BLE001 - a handler's failure must not keep the report's warning from being said
         pass
     # Last: under -W error the warning raises, and everything above must have happened.

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
+import traceback
 import types
 import weakref
 from collections.abc import Callable, Mapping
@@ -99,7 +101,7 @@ class Device(FeatureCalls):
         raise ArigTypeError("devices are made by `await arig.open(opener)`")
 
     @classmethod
-    def _make(cls, st: SubmitThread, backend: Backend, tl: Timeline, stop_timeout: float) -> Device:
+    def _make(cls, st: SubmitThread, backend: Backend, tl: Timeline, stop_timeout: float, source: Any = None) -> Device:
         self = object.__new__(cls)
         self._st = st
         self._backend = backend
@@ -133,7 +135,7 @@ class Device(FeatureCalls):
             backend.abort()
 
         tl.on_fail(on_fail)
-        self._finalizer = _device_registry.track(self, st, self.name)
+        self._finalizer = _device_registry.track(self, st, self.name, source)
         # Once the loop is closed, a task left in wait() must not keep the device (and its
         # threads) alive through the timeline: the waiters are dropped, and the device can
         # be collected (and released by its finalizer) or stopped from another loop.
@@ -465,6 +467,9 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     """
     name = check_open(opener, max_pending, stop_timeout)
     loop = asyncio.get_running_loop()
+    # Where the device was opened, for the report of one never stopped: in debug mode only, as
+    # asyncio records where its own tasks and handles were made.
+    source = traceback.extract_stack(sys._getframe(1)) if loop.get_debug() else None
     st = SubmitThread(loop, name, max_pending)
     starting = asyncio.ensure_future(st.start(opener.make))
     try:
@@ -481,7 +486,7 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     try:
         tl = Timeline(loop, backend.name, len(backend.queue_handles))
         backend.bind(tl, st.post)
-        dev = Device._make(st, backend, tl, float(stop_timeout))
+        dev = Device._make(st, backend, tl, float(stop_timeout), source)
     except BaseException as exc:
         try:
             backend.detach()  # whatever bind registered with the loop

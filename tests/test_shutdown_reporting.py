@@ -154,3 +154,26 @@ def test_ctrl_c_with_work_pending_says_what_the_stop_waits_for() -> None:
     assert 1.0 < time.monotonic() - t0 < 9.0  # ... once the pending work is done (about 2 s), not at the stop timeout
     said = [line for line in err.splitlines() if "stop waits for" in line]
     assert said == ["device HOST: stop waits for 1 value(s) to be reached, the lowest 1 (last 1); past the stop timeout (10.0 s) it loses the device"], err
+
+
+def test_in_debug_mode_the_report_says_where_the_device_was_opened() -> None:
+    before = arig_threads()
+    contexts: list[dict[str, Any]] = []
+
+    async def forgets_to_stop() -> None:
+        dev = await arig.open(arig.host.cpu())
+        await dev.run(None)
+
+    async def main() -> None:
+        with pytest.warns(ResourceWarning, match="never stopped"):
+            await forgets_to_stop()
+            gc.collect()
+
+    with asyncio.Runner(debug=True) as runner:
+        runner.get_loop().set_exception_handler(lambda _loop, ctx: contexts.append(ctx))
+        runner.run(main())
+    (context,) = contexts
+    assert context["message"] == NEVER_STOPPED
+    last = context["source_traceback"][-1]
+    assert last.name == "forgets_to_stop" and "arig.open" in (last.line or "")
+    assert ended(arig_threads() - before)
