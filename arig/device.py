@@ -446,11 +446,7 @@ class Device(FeatureCalls):
 
 def _say_stop_waits(tl: Timeline, name: str, timeout: float) -> None:
     if tl.lost is None and tl.assigned > tl.reached:
-        _log.stop_slow(
-            name,
-            f"stop waits for {tl.assigned - tl.reached} value(s) to be reached, the lowest {tl.reached + 1} "
-            f"(last {tl.assigned}); past the stop timeout ({timeout} s) it loses the device",
-        )
+        _log.stop_waits(name, tl.reached + 1, tl.assigned, timeout)
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
