@@ -13,6 +13,8 @@ the cause itself cannot be pickled.
 from __future__ import annotations
 
 import pickle
+import traceback
+import weakref
 from typing import Any
 
 __all__ = [
@@ -119,6 +121,39 @@ def _portable(cause: BaseException | None) -> BaseException | None:
     return cause
 
 
+def forget_frames(exc: BaseException) -> None:
+    """Drop ``exc``'s traceback, and those of the exceptions chained to it, keeping where it was raised as a note.
+
+    A failure kept for the life of a device (``Device.lost``) would otherwise keep
+    every frame its traceback reaches, and through each frame's callers the
+    locals of the thread it was raised on: the arg of the fill that raised, the
+    backend that called it.  Clearing frames is not enough (a frame keeps its
+    caller, which may still run), so the traceback goes, and its text stays:
+    printed, the failure still says where it was raised.  Loop thread.
+    """
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        tb = e.__traceback__
+        if tb is not None:
+            where = "".join(traceback.format_tb(tb)).rstrip()
+            e.__traceback__ = None
+            try:
+                e.add_note(f"Traceback (most recent call last; its frames were let go when the device stopped):\n{where}")
+            except Exception:  # noqa: BLE001 - an exception type that refuses notes keeps its message only
+                pass
+        todo += (e.__cause__, e.__context__)
+
+
+#: A live DeviceLost per cause (by ``id``; the entry holds its cause, so the id stays its own):
+#: every waiter of one loss gets its own exception, and they all share one message string.
+_lost_by_cause: weakref.WeakValueDictionary[int, DeviceLost] = weakref.WeakValueDictionary()
+
+
 class DeviceLost(ArigError):
     """The device failed and takes no more work.
 
@@ -130,9 +165,19 @@ class DeviceLost(ArigError):
     device: str
 
     def __init__(self, device: str, cause: BaseException) -> None:
-        super().__init__(f"device {device} lost: {describe(cause)}")
+        # Each waiter gets its own exception (each is raised, and grows its own traceback),
+        # but one loss has one message: a cause with a long text would otherwise be
+        # copied once per waiter and per later call.
+        other = _lost_by_cause.get(id(cause))
+        if other is not None and other.__cause__ is cause and other.device == device and other.args:
+            message = other.args[0]
+        else:
+            message = f"device {device} lost: {describe(cause)}"
+        super().__init__(message)
         self.device = device
         self.__cause__ = cause
+        if other is None:
+            _lost_by_cause[id(cause)] = self
 
     @property
     def cause(self) -> BaseException:

@@ -11,6 +11,8 @@ What is logged, once per event:
   tells anyone), WARNING when waiting tasks were told through ``DeviceLost``;
 * a hang (the watchdog gave up on pending work): ERROR;
 * a stop that timed out or left a thread behind: WARNING;
+* a stop that has waited a second for submitted work: WARNING, once, with how
+  many values it waits for (a Ctrl-C that leaves ``async with`` waits there);
 * a fallback (a slower path chosen because a better one is missing): INFO,
   once per process per message.
 """
@@ -21,7 +23,7 @@ import logging
 
 from ._errors import describe
 
-__all__ = ["logger", "lost", "stop_slow", "fallback"]
+__all__ = ["logger", "lost", "stop_slow", "stop_waits", "fallback"]
 
 logger = logging.getLogger("arig")
 
@@ -46,6 +48,11 @@ def stop_slow(device: str, message: str) -> None:
         logger.warning("device %s: %s", device, message)
     except Exception:  # noqa: BLE001 - see lost()
         pass
+
+
+def stop_waits(device: str, lowest: int, last: int, timeout: float) -> None:
+    """WARNING: a stop has waited a while for values ``lowest..last``.  Never raises."""
+    stop_slow(device, f"stop waits for {last - lowest + 1} value(s) to be reached, the lowest {lowest} (last {last}); past the stop timeout ({timeout} s) it loses the device")
 
 
 def fallback(message: str) -> None:

@@ -175,10 +175,12 @@ class Ledger:
             tl.when_reached(target, _free, held)
 
     def end(self) -> None:
-        """At stop (loop thread), once the backend closed: every buffer and image is closed and freed."""
+        """Once the backend closed: every buffer and image is closed and freed.  At stop on the loop
+        thread, and on the submit thread right after the close (a device collected without a stop
+        has no loop to do it); the second call finds nothing."""
         self.ended = True
         live, self._live = self._live, {}
-        for held in live.values():
+        for held in list(live.values()):
             held.why = f" (its device {self.name} stopped)"
             held.closed = held.freed = True
             held.host = held.keep = held.release = None

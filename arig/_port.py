@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import selectors
+import weakref
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LoopPort", "AsyncioPort", "port_of"]
+__all__ = ["LoopPort", "AsyncioPort", "port_of", "OnClose"]
+
+#: The delay of the timer that tells a loop's close (``AsyncioPort.on_close``): never due.
+_NEVER = 10.0**9
 
 
 class LoopPort:
@@ -48,6 +52,11 @@ class LoopPort:
 
     @property
     def closed(self) -> bool:
+        raise NotImplementedError
+
+    def on_close(self, fn: Callable[[], Any]) -> OnClose:
+        """Call ``fn()`` once the loop is closed (or collected), from whatever thread closes it,
+        unless the returned handle is cancelled first.  ``fn`` must not raise."""
         raise NotImplementedError
 
     def spin_selector(self) -> Any:
@@ -94,6 +103,14 @@ class AsyncioPort(LoopPort):
     def closed(self) -> bool:
         return self._closed()
 
+    def on_close(self, fn: Callable[[], Any]) -> OnClose:
+        # asyncio has no close hook, but a closing loop drops every timer it holds: a timer
+        # that is never due carries an object whose collection is the signal.  The handle
+        # refers to the timer weakly: only the loop may keep it alive.
+        hook = OnClose(fn, self.post)
+        hook._timer = weakref.ref(self.loop.call_later(_NEVER, _never_called, _Signal(hook)))
+        return hook
+
     def spin_selector(self) -> Any:
         from ._loop import SpinSelector
 
@@ -108,3 +125,50 @@ def port_of(loop: asyncio.AbstractEventLoop) -> LoopPort:
     Ports hold no state of their own beyond the loop, so each user may have its own:
     a cache keyed by the loop would keep every loop alive (the port refers to it)."""
     return AsyncioPort(loop)
+
+
+class OnClose:
+    """``LoopPort.on_close``'s handle: ``cancel()`` (loop thread) and ``fn`` is never called.
+    Dropping the handle cancels it too (from any thread, through the port)."""
+
+    __slots__ = ("fn", "_timer", "_post", "__weakref__")
+
+    def __init__(self, fn: Callable[[], Any], post: Callable[..., None]) -> None:
+        self.fn: Callable[[], Any] | None = fn
+        self._timer: weakref.ref[asyncio.TimerHandle] | None = None
+        self._post = post
+
+    def cancel(self) -> None:
+        self.fn = None  # first: cancelling the timer drops the signal, which then calls nothing
+        timer = self._timer() if self._timer is not None else None
+        if timer is not None:
+            timer.cancel()
+
+    def __del__(self) -> None:
+        # Its owner was collected without cancelling it: the loop need not keep the timer.
+        timer = self._timer() if self._timer is not None else None
+        if timer is not None and not timer.cancelled():
+            self._post(timer.cancel)
+
+
+class _Signal:
+    """Held by the never-due timer only; its collection means the loop dropped the timer."""
+
+    __slots__ = ("hook",)
+
+    def __init__(self, hook: OnClose) -> None:
+        self.hook = weakref.ref(hook)
+
+    def __del__(self) -> None:
+        hook = self.hook()
+        fn = hook.fn if hook is not None else None
+        if fn is not None:
+            hook.fn = None  # type: ignore[union-attr]
+            try:
+                fn()
+            except BaseException:  # noqa: BLE001 - a collector's thread must not see it
+                pass
+
+
+def _never_called(signal: _Signal) -> None:
+    """The never-due timer's callback (due only after ``_NEVER`` seconds)."""

@@ -256,6 +256,9 @@ class SubmitThread:
             backend.close()
         except BaseException:  # noqa: BLE001 - close must not leave stop() hanging
             pass
+        ledger = getattr(backend, "ledger", None)
+        if ledger is not None:
+            ledger.end()  # its buffers read as closed even where no stop runs (a device collected)
         self._post(_set_result, self._finished, None)
 
 

@@ -143,6 +143,15 @@ class Timeline:
             cb()
         _log.lost(self._name, cause, waiting, level)
 
+    def forget_waiters(self) -> None:
+        """Drop every waiter's future unresolved: the loop closed, and nothing runs them any more.
+
+        Resolving them would schedule their callbacks on that closed loop.  Their tasks,
+        no longer referenced by the timeline (which the device's threads keep), can be
+        collected, and with them the device a waiting task holds.  Any thread, once the
+        loop is closed (nothing else touches the futures then)."""
+        self._heap = []
+
     def release_kept(self) -> None:
         """Drop every kept object and waiting call (at stop, once no work can still use them)."""
         self._kept.clear()

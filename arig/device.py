@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
+import traceback
 import types
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
@@ -38,9 +40,10 @@ from ._backend import (
 )
 from ._device_args import check_alloc, check_copy, check_image, check_index, check_open, check_value, owned
 from ._device_features import FeatureCalls
-from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe
+from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe, forget_frames
 from ._hang_watch import HangWatch
 from ._memory import Buffer, Image, refuse_closed
+from ._port import OnClose, port_of
 from ._submit import SubmitThread
 from ._timeline import Timeline
 from .queue import AdoptedQueue, Queue
@@ -56,6 +59,8 @@ DEFAULT_STOP_TIMEOUT = 30.0
 #: Seconds a stop that used up its timeout still gives the submit thread to end:
 #: a thread that is not inside a fill ends at once.
 STOP_GRACE = 0.05
+#: Seconds a stop waits for submitted work before it says, once, what it waits for.
+STOP_NOTICE = 1.0
 
 
 def open_devices(loop: asyncio.AbstractEventLoop) -> list[Device]:
@@ -86,7 +91,8 @@ class Device(FeatureCalls):
     _stop_task: asyncio.Task[None] | None
     _nqueues: int
     _watch: HangWatch | None  # None where the backend has no hang timeout
-    _finalizer: weakref.finalize[Any, Any]
+    _finalizer: weakref.finalize[Any, Any]  # alive until the device is released (by stop, or at collection)
+    _on_close: OnClose
     _tid: int
     _running: Callable[[], bool]
     _ins: _instruments.Dispatch | None  # None while no instrument watches the device
@@ -95,7 +101,7 @@ class Device(FeatureCalls):
         raise ArigTypeError("devices are made by `await arig.open(opener)`")
 
     @classmethod
-    def _make(cls, st: SubmitThread, backend: Backend, tl: Timeline, stop_timeout: float) -> Device:
+    def _make(cls, st: SubmitThread, backend: Backend, tl: Timeline, stop_timeout: float, source: Any = None) -> Device:
         self = object.__new__(cls)
         self._st = st
         self._backend = backend
@@ -129,7 +135,11 @@ class Device(FeatureCalls):
             backend.abort()
 
         tl.on_fail(on_fail)
-        self._finalizer = _device_registry.track(self, st, self.name)
+        self._finalizer = _device_registry.track(self, st, self.name, source)
+        # Once the loop is closed, a task left in wait() must not keep the device (and its
+        # threads) alive through the timeline: the waiters are dropped, and the device can
+        # be collected (and released by its finalizer) or stopped from another loop.
+        self._on_close = port_of(self._loop).on_close(tl.forget_waiters)
         _instruments.attach(self, tl)
         return self
 
@@ -345,8 +355,16 @@ class Device(FeatureCalls):
         the backend's to free): using one afterwards raises ``ArigValueError``.
         Idempotent; concurrent callers all wait for the one stop.  Past the
         stop timeout the device is lost and released anyway: the whole stop
-        takes at most ``stop_timeout`` (and ``STOP_GRACE``).
+        takes at most ``stop_timeout`` (and ``STOP_GRACE``).  A stop that waits
+        for work longer than ``STOP_NOTICE`` says so, once, at WARNING.
+
+        Once the device's own loop is closed, ``stop`` may be awaited on any
+        loop: work not yet run is dropped, and the device's threads and driver
+        are released (see ``_release_orphan``).
         """
+        if self._loop.is_closed():
+            await self._release_orphan()
+            return
         self._check_loop()
         if self._stop_task is None:
             self._stopping = True
@@ -362,13 +380,7 @@ class Device(FeatureCalls):
         # also keeps it from ending, and must not cost the timeout twice.
         deadline = loop.time() + self._stop_timeout
         if tl.lost is None and tl.assigned > tl.reached:
-            try:
-                await asyncio.wait_for(tl.wait(tl.assigned), self._stop_timeout)
-            except TimeoutError:
-                cause = DeviceHang(f"stop: work up to value {tl.assigned} did not finish within {self._stop_timeout} s (reached {tl.reached})")
-                tl.fail(cause, logging.WARNING)
-            except ArigError:
-                pass  # lost meanwhile: the waiters already know
+            await self._finish_work()
         st.put_stop()
         try:
             await asyncio.wait_for(st.finished(), max(deadline - loop.time(), min(STOP_GRACE, self._stop_timeout)))
@@ -382,7 +394,10 @@ class Device(FeatureCalls):
         tl.release_kept()
         if self._watch is not None:
             self._watch.cancel()
+        self._on_close.cancel()
         self._finalizer.detach()
+        if tl.cause is not None:
+            forget_frames(tl.cause)  # dev.lost outlives the stop: it must not keep the fill's arg and the backend
         # Said last, once everything is released: a handler that raises cannot leave anything held.
         if not ended:
             _log.stop_slow(
@@ -390,6 +405,43 @@ class Device(FeatureCalls):
                 f"the submit thread did not end within the stop timeout ({self._stop_timeout} s): a fill still runs on it; "
                 "it ends, and releases the device's driver, once that fill returns",
             )
+
+    async def _finish_work(self) -> None:
+        """Stop's wait for submitted work: at most ``stop_timeout``, then the device is lost.
+        A wait past ``STOP_NOTICE`` is said once (a Ctrl-C would otherwise wait in silence)."""
+        tl, timeout = self._tl, self._stop_timeout
+        notice = port_of(self._loop).call_later(STOP_NOTICE, _say_stop_waits, tl, self.name, timeout) if timeout > STOP_NOTICE else None
+        try:
+            await asyncio.wait_for(tl.wait(tl.assigned), timeout)
+        except TimeoutError:
+            cause = DeviceHang(f"stop: work up to value {tl.assigned} did not finish within {timeout} s (reached {tl.reached})")
+            tl.fail(cause, logging.WARNING)
+        except ArigError:
+            pass  # lost meanwhile: the waiters already know
+        finally:
+            if notice is not None:
+                notice.cancel()
+
+    async def _release_orphan(self) -> None:
+        """``stop`` of a device whose loop is closed, awaited on another loop (or the same stop again).
+
+        Nothing of the closed loop can run, so this is not the loop-side stop: the submit
+        thread skips what is left and closes the backend, and a thread of its own waits for
+        that and then drops what the backend registered with the loop (``_device_registry.release``).
+        Pending values are never reached (their waiters were dropped with the loop).  Waits
+        at most ``stop_timeout`` for the submit thread, as a stop does."""
+        if not self._finalizer.alive:
+            return  # released already: by a stop that finished, or an earlier call
+        self._finalizer.detach()
+        self._stopping = True
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        post = port_of(loop).post
+        _device_registry.release(self._st, lambda: post(_resolve, done))
+        try:
+            await asyncio.wait_for(asyncio.shield(done), self._stop_timeout)
+        except TimeoutError:
+            _log.stop_slow(self.name, f"its loop is closed, and the submit thread did not end within the stop timeout ({self._stop_timeout} s): a fill still runs on it; it ends, and releases the device's driver, once that fill returns")
 
     async def __aenter__(self) -> Device:
         return self
@@ -402,6 +454,16 @@ class Device(FeatureCalls):
         return f"<arig.Device {self.name} {self.arch} {state} reached={self._tl.reached}/{self._tl.assigned}>"
 
 
+def _say_stop_waits(tl: Timeline, name: str, timeout: float) -> None:
+    if tl.lost is None and tl.assigned > tl.reached:
+        _log.stop_waits(name, tl.reached + 1, tl.assigned, timeout)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_timeout: float = DEFAULT_STOP_TIMEOUT) -> Device:  # noqa: A001
     """Open the device ``opener`` makes (``arig.host.cpu()``, ``arig.cuda.gpu(i)``, ...).
 
@@ -411,6 +473,9 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     """
     name = check_open(opener, max_pending, stop_timeout)
     loop = asyncio.get_running_loop()
+    # Where the device was opened, for the report of one never stopped: in debug mode only, as
+    # asyncio records where its own tasks and handles were made.
+    source = traceback.extract_stack(sys._getframe(1)) if loop.get_debug() else None
     st = SubmitThread(loop, name, max_pending)
     starting = asyncio.ensure_future(st.start(opener.make))
     try:
@@ -427,7 +492,7 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     try:
         tl = Timeline(loop, backend.name, len(backend.queue_handles))
         backend.bind(tl, st.post)
-        dev = Device._make(st, backend, tl, float(stop_timeout))
+        dev = Device._make(st, backend, tl, float(stop_timeout), source)
     except BaseException as exc:
         try:
             backend.detach()  # whatever bind registered with the loop

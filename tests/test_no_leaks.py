@@ -103,7 +103,9 @@ def test_a_device_never_stopped_and_collected_leaks_nothing() -> None:
             del dev
             gc.collect()
 
-    run(main)
+    reported: list[dict[str, Any]] = []
+    run(main, reported)
+    assert [c["message"] for c in reported] == ["arig: device HOST was never stopped; use `async with` or `await dev.stop()`"]
     assert ended(arig_threads() - before)
     gc.collect()
     assert refs[0]() is None
@@ -124,7 +126,7 @@ def test_a_device_collected_under_warnings_as_errors_still_ends_its_threads() ->
                 gc.collect()
         assert seen and isinstance(seen[0].exc_value, ResourceWarning)
 
-    run(main)
+    run(main, [])
     assert ended(arig_threads() - before)
 
 
