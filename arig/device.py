@@ -39,6 +39,7 @@ from ._backend import (
 from ._device_args import check_alloc, check_copy, check_image, check_index, check_open
 from ._device_features import FeatureCalls
 from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe
+from ._fill import Work
 from ._hang_watch import HangWatch
 from ._memory import Buffer, Image
 from ._submit import SubmitThread
@@ -211,7 +212,7 @@ class Device(FeatureCalls):
         return qi
 
     # -- work --------------------------------------------------------------------
-    async def submit(self, fill: Any, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
+    async def submit(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
         """Hand ``fill`` to the device; return the value its work completes on.
 
         ``fill(queue, arg, v)`` runs later on the device's submit thread.  This
@@ -285,7 +286,7 @@ class Device(FeatureCalls):
             return await self._ins.wait(self, v, tl.wait)
         await tl.wait(v)
 
-    async def run(self, fill: Any, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
+    async def run(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
         """``submit`` then ``wait``: the value, once its work has completed."""
         v = await self.submit(fill, arg, queue=queue, keep=keep)
         if self._ins is not None:
