@@ -253,7 +253,10 @@ def library() -> tuple[ctypes.PyDLL, ctypes.CDLL] | None:
                 except (OSError, AttributeError) as exc:
                     reasons.append(str(exc))
             if _libs is None:
-                _why = "; ".join(reasons) or "the native core was not built (no C compiler at install?): reinstall arig with a C compiler"
+                _why = "; ".join(reasons) or (
+                    "the native core is not in this install (a pure wheel or build, or no C compiler at install): "
+                    "install arig's native wheel, or from source with a C compiler"
+                )
                 _log.fallback(f"the pure-Python submit and completion path: {_why}")
         return _libs
 
