@@ -22,6 +22,7 @@ from ._errors import (
     OpenError,
     WrongLoopError,
 )
+from ._fill import Fill
 from ._loop import new_event_loop
 from ._memory import Buffer, Image
 from .device import Device, open
@@ -40,6 +41,7 @@ __all__ = [
     "DeviceHang",
     "DeviceLost",
     "DeviceStopped",
+    "Fill",
     "FillError",
     "Image",
     "OpenError",

@@ -41,6 +41,7 @@ from ._backend import (
 from ._device_args import check_alloc, check_copy, check_image, check_index, check_open, check_value, owned
 from ._device_features import FeatureCalls
 from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe, forget_frames
+from ._fill import Work
 from ._hang_watch import HangWatch
 from ._memory import Buffer, Image, refuse_closed
 from ._port import OnClose, port_of
@@ -221,7 +222,7 @@ class Device(FeatureCalls):
         return qi
 
     # -- work --------------------------------------------------------------------
-    async def submit(self, fill: Any, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
+    async def submit(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
         """Hand ``fill`` to the device; return the value its work completes on.
 
         ``fill(queue, arg, v)`` runs later on the device's submit thread.  This
@@ -253,6 +254,7 @@ class Device(FeatureCalls):
             self._check_usable()
         # The fill, its arg and keep live until the value is reached (a native
         # fill is read by the device's own thread, after submit returned).
+        held: Any
         if arg is None and (keep is None or (type(keep) is tuple and not keep)):
             held = fill
         else:
@@ -299,7 +301,7 @@ class Device(FeatureCalls):
             raise ArigValueError(f"value {v} was never submitted to {self.name} (last is {tl.assigned})")
         await self._reach(v)
 
-    async def run(self, fill: Any, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
+    async def run(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
         """``submit`` then ``wait``: the value, once its work has completed."""
         v = await self.submit(fill, arg, queue=queue, keep=keep)
         await self._reach(v)

@@ -30,7 +30,7 @@ async def test_a_failure_reaches_the_caller(arig_host: arig.Device) -> None:
         await roundtrip(arig_host, np.ones(4))
 
 
-@pytest.mark.gpu  # skipped where there is no GPU
+@pytest.mark.arig_gpu  # skipped where there is no GPU
 @pytest.mark.anyio  # anyio's plugin works too (on its asyncio backend; trio runs are skipped)
 async def test_on_a_gpu(arig_gpu: arig.Device) -> None:
     assert arig_gpu.arch.startswith("sm_")

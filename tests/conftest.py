@@ -81,7 +81,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return  # the GPU script: a missing GPU must fail, not skip
     skip = None
     for item in items:
-        if "gpu" in item.keywords:
+        if "arig_gpu" in item.keywords:
             if skip is None:
                 skip = pytest.mark.skip(reason="no NVIDIA GPU here") if not (_have_cuda_gpu() or os.path.exists("/dev/nvidiactl")) else False
             if skip:

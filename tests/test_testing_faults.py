@@ -193,7 +193,7 @@ async def test_a_disarmed_fault_never_fires(dev: arig.Device) -> None:
 # -- on a real GPU (skipped without one) ------------------------------------------------------------
 
 
-@pytest.mark.gpu
+@pytest.mark.arig_gpu
 @pytest.mark.asyncio
 async def test_faults_on_a_gpu() -> None:
     async with await arig.open(arig.cuda.gpu(0, queues=2)) as d:

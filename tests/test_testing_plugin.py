@@ -1,4 +1,4 @@
-"""arig's pytest plugin (``arig.testing.plugin``), run on small test files through ``pytester``.
+"""arig's pytest plugin (``_arig_pytestplugin``, and ``arig.testing.plugin`` for what touches arig), run on small test files through ``pytester``.
 
 Each test writes a test file, runs pytest on it in this process with the
 plugin (through its ``pytest11`` entry point where arig is installed, else
@@ -10,6 +10,8 @@ under pytest-asyncio and under anyio.
 from __future__ import annotations
 
 import importlib.metadata
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -26,7 +28,8 @@ def _skips_are_skips(monkeypatch: pytest.MonkeyPatch) -> None:
     runs with ARIG_GPU_REQUIRED=1, under which the plugin fails such tests instead."""
     monkeypatch.setattr(arig._env, "GPU_REQUIRED", False)
 
-_ENTRY = any(ep.name == "arig" and ep.value == "arig.testing.plugin" for ep in importlib.metadata.entry_points(group="pytest11"))
+_ENTRY = any(ep.name == "arig" and ep.value in ("_arig_pytestplugin", "arig.testing.plugin") for ep in importlib.metadata.entry_points(group="pytest11"))
+_PLUGIN = [] if _ENTRY else ["-p", "_arig_pytestplugin"]
 # Both plugins in their default modes, the loop scope said so that pytest-asyncio does not warn.
 _INI = """
 [pytest]
@@ -57,8 +60,7 @@ def run(pytester: pytest.Pytester, source: str, *args: str) -> pytest.RunResult:
     pytester.makefile(".ini", pytest=_INI)
     pytester.makeconftest(_CONFTEST)
     pytester.makepyfile(test_user=textwrap.dedent(source))
-    plugin = [] if _ENTRY else ["-p", "arig.testing.plugin"]
-    return pytester.runpytest_inprocess(*plugin, "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rfEs", *args)
+    return pytester.runpytest_inprocess(*_PLUGIN, "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rfEs", *args)
 
 
 PASSING = """
@@ -114,8 +116,7 @@ def test_ini_option_and_missing_device(pytester: pytest.Pytester) -> None:
             assert arig_device.name in ("HOST", "CUDA:7")
         """
     )
-    plugin = [] if _ENTRY else ["-p", "arig.testing.plugin"]
-    result = pytester.runpytest_inprocess(*plugin, "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rfEs", "-v")
+    result = pytester.runpytest_inprocess(*_PLUGIN, "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rfEs", "-v")
     if _devices.cuda_count() > 7:
         result.assert_outcomes(passed=2)
     else:
@@ -294,11 +295,11 @@ def test_markers_skip_without_the_hardware(pytester: pytest.Pytester) -> None:
     source = """
         import pytest
 
-        @pytest.mark.gpu
+        @pytest.mark.arig_gpu
         def test_gpu():
             pass
 
-        @pytest.mark.nv
+        @pytest.mark.arig_nv
         def test_nv():
             pass
 
@@ -384,6 +385,34 @@ def test_module_scoped_device(pytester: pytest.Pytester) -> None:
     failures(result, ("test_leak_is_still_per_test[[]host[]]", "arig: 1 buffer(s) allocated on HOST"), ("test_leak_is_still_per_test[[]fake[]]", "arig: 1 buffer(s) allocated on CUDA"))
 
 
+def test_an_allowed_waiter_of_an_earlier_test_is_not_a_later_tests(pytester: pytest.Pytester) -> None:
+    source = """
+        import asyncio
+        import pytest
+        from arig.testing import faults
+
+        pytestmark = pytest.mark.asyncio(loop_scope="module")
+        tasks = []
+
+        @pytest.mark.arig_allow("pending")
+        async def test_leaves_a_waiter(arig_device_module):
+            v = await faults.stall(arig_device_module, 0.5)
+            tasks.append(asyncio.create_task(arig_device_module.wait(v)))
+            await asyncio.sleep(0.01)
+
+        async def test_clean(arig_device_module):
+            pass
+
+        async def test_its_own_waiter_still_fails(arig_device_module):
+            v = await faults.stall(arig_device_module, 0.5)
+            tasks.append(asyncio.create_task(arig_device_module.wait(v)))
+            await asyncio.sleep(0.01)
+    """
+    result = run(pytester, source, "--arig-device", "host", "-o", "arig_settle_timeout=0.05")
+    result.assert_outcomes(passed=2, failed=1)
+    failures(result, ("test_its_own_waiter_still_fails[[]host[]]", "arig: 1 task(s) still wait for values of device HOST at the end of the test"))
+
+
 def test_module_scoped_device_under_anyio(pytester: pytest.Pytester) -> None:
     source = """
         import pytest
@@ -440,3 +469,44 @@ def test_the_plugin_watches_devices_without_changing_them(pytester: pytest.Pytes
                 del graph
     """
     run(pytester, source, "--arig-device", "host,fake").assert_outcomes(passed=2)
+
+
+# -- suites that do not use arig --------------------------------------------------------------------
+
+_HEAVY = ("numpy", "arig", "arig.cuda", "arig.nvrm", "arig.host", "arig.device")
+
+
+def test_loading_the_plugin_imports_nothing_of_arig() -> None:
+    """pytest imports the plugin in every run of the environment: it must not import arig (numpy,
+    the device machinery, the drivers' bindings) until a test uses arig.  Measured when this was
+    pinned (Python 3.11, 2 cores): 2.1 ms to import the plugin once pytest is loaded, and a
+    one-test project's run as fast with it as without (min 0.97 s against 0.95 s); importing
+    arig at load had cost every run 0.4-0.7 s."""
+    code = f"import sys, _arig_pytestplugin; print(sorted(m for m in sys.modules if m in {_HEAVY!r} or m.startswith('arig.')))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_suite_that_does_not_use_arig_is_left_alone(pytester: pytest.Pytester) -> None:
+    """Its own ``gpu`` and ``nv`` markers are not arig's: its tests run (no GPU needed), and the
+    run never imports arig."""
+    pytester.makefile(".ini", pytest="[pytest]\nmarkers =\n    gpu: the suite's own\n    nv: the suite's own\n")
+    pytester.makepyfile(
+        test_theirs=f"""
+        import sys
+        import pytest
+
+        @pytest.mark.gpu
+        def test_gpu():
+            assert [m for m in sys.modules if m in {_HEAVY!r}] == []
+
+        @pytest.mark.nv
+        def test_nv():
+            pass
+        """
+    )
+    # Where the installed entry point is an older one (arig.testing.plugin), load the plugin by its module.
+    entry = [ep.value for ep in importlib.metadata.entry_points(group="pytest11") if ep.name == "arig"]
+    plugin = [] if entry == ["_arig_pytestplugin"] else ["-p", "no:arig", "-p", "_arig_pytestplugin"]
+    result = pytester.runpytest_subprocess(*plugin, "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "--strict-markers", "-rs")
+    result.assert_outcomes(passed=2)

@@ -42,7 +42,7 @@ from ._abi import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Foreign:
     """Memory of a foreign array: where, how big, on which DLPack device, and what keeps it valid.
 
@@ -63,6 +63,19 @@ class Foreign:
     readonly: bool
     keep: object
     stream: int | None = None
+
+    # ``keep`` is compared by identity: it is what holds the memory, often the array itself, whose
+    # ``==`` is elementwise (a dataclass's own ``__eq__`` compares it with ``==`` from Python 3.13 on).
+    def _key(self) -> tuple[int, int, int, int, bool, int | None]:
+        return (self.address, self.nbytes, self.device_type, self.device_id, self.readonly, self.stream)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Foreign):
+            return NotImplemented
+        return self._key() == other._key() and self.keep is other.keep
+
+    def __hash__(self) -> int:
+        return hash((self._key(), id(self.keep)))
 
 
 class _DLPackHold:

@@ -1,7 +1,8 @@
 """The native core (``core.c`` and the lane operations beside it): a device's submit and completion thread in C.
 
 The library is plain C (no Python headers), built when arig is installed
-(``pip install .`` compiles it as an optional extension) and loaded here
+(``pip install .`` compiles it, optionally, as ``libarig_core.so`` beside this
+file: a plain shared library, tied to no CPython version) and loaded here
 with ctypes.  Where it was not built (no C compiler) or ``ARIG_PURE=1``,
 ``library()`` returns None and devices use the pure-Python path; ``status()``
 says which is active and why.
@@ -154,6 +155,10 @@ def _source_hash() -> str:
     return h.hexdigest()[:16] if paths else ""
 
 
+#: The library's file names (setup.py's ``LIBRARY``).
+_NAMES = ("libarig_core.so", "libarig_core.dylib")
+
+
 def _candidates() -> list[str]:
     """Built libraries: beside this file first, then arig's installed copy (a
     source checkout run from its root imports its own ``arig`` package, while
@@ -165,8 +170,7 @@ def _candidates() -> list[str]:
             dirs.append(d)
     out = []
     for d in dirs:
-        for pattern in ("_arig_core*.so", "_arig_core*.pyd", "_arig_core*.dylib"):
-            out += sorted(glob.glob(os.path.join(d, pattern)))
+        out += [p for name in _NAMES if os.path.isfile(p := os.path.join(d, name))]
     return out
 
 
@@ -249,7 +253,10 @@ def library() -> tuple[ctypes.PyDLL, ctypes.CDLL] | None:
                 except (OSError, AttributeError) as exc:
                     reasons.append(str(exc))
             if _libs is None:
-                _why = "; ".join(reasons) or "the native core was not built (no C compiler at install?): reinstall arig with a C compiler"
+                _why = "; ".join(reasons) or (
+                    "the native core is not in this install (a pure wheel or build, or no C compiler at install): "
+                    "install arig's native wheel, or from source with a C compiler"
+                )
                 _log.fallback(f"the pure-Python submit and completion path: {_why}")
         return _libs
 

@@ -13,9 +13,11 @@ hooks follow the device's structure, which is still moving; see
 ``arig._instruments`` for when each hook runs.
 
 ``faults`` injects failures into a device (``lose``, ``stall``,
-``fail_next_fill``); ``arig.testing.plugin`` is the pytest plugin (fixtures
-``arig_device``, ``arig_host``, ``arig_gpu``), loaded by pytest on its own
-once arig is installed.  Both are instruments of the devices they watch.
+``fail_next_fill``); the pytest plugin (fixtures ``arig_device``,
+``arig_host``, ``arig_gpu``; markers ``arig_gpu``, ``arig_nv``,
+``arig_allow``) is loaded by pytest on its own once arig is installed: the
+module ``_arig_pytestplugin``, which imports ``arig.testing.plugin`` only for
+tests that use it.  Both are instruments of the devices they watch.
 """
 
 from __future__ import annotations

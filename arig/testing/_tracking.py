@@ -10,7 +10,10 @@ for that device alone (``arig.testing.add_instrument``), records
 * every graph its CUDA record (``dev.capability(arig.cuda_abi.KEY)``) makes,
   by weak reference: a graph has no ``close()``, so one still referenced
   once the test returned is the leak;
-* how many tasks wait for the device's values now (pending waiters);
+* how many tasks wait for the device's values now (pending waiters), by
+  the test they started waiting in: a waiter that an earlier test on a
+  module-scoped device left behind (allowed there) is that test's, not the
+  current one's;
 * whether the loss, if any, *reached someone*: ``dev.loss_delivered`` (a
   waiter failed at the loss, a call refused with ``DeviceLost``), or
   ``DeviceLost`` leaving a wait, alloc or load, or ``dev.lost`` read once
@@ -58,6 +61,9 @@ class Tracker(Instrument):
         self.graphs: list[weakref.ref[Any]] = []
         self.pending = 0
         self.seen = False
+        self._test = 0  # which test runs now: begin() counts them
+        self._waiting: dict[int, int] = {}  # test -> its tasks still waiting
+        self._waits: dict[asyncio.Task[Any] | None, list[int]] = {}  # task -> the tests its waits began in
         self.loss_reported = False
         self._lock = threading.Lock()  # graphs are made on worker threads (graph_async)
         self._marks = (0, 0, 0)
@@ -66,9 +72,21 @@ class Tracker(Instrument):
     # -- the instrument's hooks (the device's loop thread) ------------------------------------------
     def before_wait(self, dev: Device, v: int) -> None:
         self.pending += 1
+        self._waits.setdefault(asyncio.current_task(), []).append(self._test)
+        self._waiting[self._test] = self._waiting.get(self._test, 0) + 1
 
     def after_wait(self, dev: Device, v: int) -> None:
         self.pending -= 1
+        task = asyncio.current_task()
+        began = self._waits.get(task)
+        test = began.pop() if began else self._test
+        if not began:
+            self._waits.pop(task, None)
+        left = self._waiting.get(test, 0) - 1
+        if left > 0:
+            self._waiting[test] = left
+        else:
+            self._waiting.pop(test, None)
 
     def on_alloc(self, dev: Device, buf: Buffer) -> None:
         self.buffers.append(buf)
@@ -96,6 +114,7 @@ class Tracker(Instrument):
         """A test starts: what exists now is an earlier test's (module-scoped devices)."""
         with self._lock:
             self._marks = (len(self.buffers), len(self.images), len(self.graphs))
+        self._test += 1
 
     def problems(self, dev: Device) -> list[tuple[str, str]]:
         """What this test left wrong on ``dev``: (check, sentence) pairs, the check one of
@@ -109,8 +128,9 @@ class Tracker(Instrument):
                 f"device {self.name} was lost and nothing heard of it: {describe(cause)}. "
                 "Await the work that can fail (dev.wait / dev.run raise DeviceLost) or check dev.lost",
             ))
-        if self.pending:
-            out.append(("pending", f"{self.pending} task(s) still wait for values of device {self.name} at the end of the test: await or cancel them"))
+        pending = self._waiting.get(self._test, 0)
+        if pending:
+            out.append(("pending", f"{pending} task(s) still wait for values of device {self.name} at the end of the test: await or cancel them"))
         b0, i0, g0 = self._marks
         bufs = [b for b in self.buffers[b0:] if not b.closed]
         if bufs:

@@ -1,39 +1,22 @@
-"""arig's pytest plugin (the ``arig`` entry of ``pytest11``: loaded once arig is installed).
+"""The part of arig's pytest plugin that touches arig: opening the fixtures' devices, the
+skips of the ``arig_gpu`` and ``arig_nv`` markers, and the checks after each test.
 
-Fixtures, each an open ``arig.Device`` stopped after the test:
-
-* ``arig_device``: parametrized over every device this machine opens
-  (``host``; ``cuda:i`` for each GPU libcuda sees; ``nv:i`` once
-  ``arig.nvrm.gpu(i)`` opens), or over ``--arig-device host,cuda:0,fake``
-  (also the ini option ``arig_device``); ``fake`` is GPU 0 of a fresh
-  ``arig.testing.FakeCuda``, the real CUDA backend over a fake libcuda.
-* ``arig_host``: the host device.  ``arig_gpu``: the first CUDA GPU of the
-  selection (``fake`` counts), else GPU 0; skipped, saying why, where there is none.
-* ``arig_device_module``: as ``arig_device``, one device per module and
-  device (under pytest-asyncio, mark the module's tests
-  ``@pytest.mark.asyncio(loop_scope="module")``: a device serves one loop).
-
-The tests are async: ``@pytest.mark.asyncio`` (pytest-asyncio, strict mode
-is fine) or ``@pytest.mark.anyio`` (anyio's plugin, asyncio backend; trio
-runs are skipped).  The fixture names are sync fixtures that pick, per test,
-an async fixture run by whichever of the two plugins runs the test, on the
+The plugin pytest loads is the module ``_arig_pytestplugin`` (its docstring
+says what the fixtures, markers and checks are): it imports nothing of arig,
+so that a pytest run that never uses arig pays nothing for it, and imports
+this module the first time a test uses one of its fixtures or markers.
+Everything here runs in pytest's main thread, and the async parts on the
 test's own loop.
 
-After each test using them, the test fails (naming what) if a device was
-lost and nothing heard of it, tasks still wait for its values, or buffers,
-images or graphs made on it during the test are still open
-(``arig.testing._tracking`` says how this is known).  Opt out per test with
-``@pytest.mark.arig_allow("loss", "pending", "leaks")``.  Markers ``gpu``
-and ``nv`` skip a test without a CUDA GPU or an NV device
-(``ARIG_GPU_REQUIRED=1`` makes them run, and fail, anyway).  Tests made by
-hypothesis's ``@given`` get the fixtures but not the checks.
+An environment installed before the plugin had its own module still names
+this one as the ``pytest11`` entry point; ``pytest_plugins`` below then
+brings the real plugin in.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
 import pytest
@@ -44,36 +27,14 @@ import arig._env
 from . import _devices
 from ._tracking import settle, track, tracker_of
 
-try:
-    import pytest_asyncio
-except ImportError:  # pytest-asyncio is optional: anyio's plugin (arig depends on anyio) is always there
-    pytest_asyncio = None  # type: ignore[assignment]
-
 __all__ = ["DEVICE_FIXTURES"]
 
-#: The fixtures that hand a test a device.
+#: The fixtures that hand a test a device (the plugin's own list).
 DEVICE_FIXTURES = ("arig_device", "arig_host", "arig_gpu", "arig_device_module")
+pytest_plugins = ["_arig_pytestplugin"]
+
 _CHECKS = ("loss", "pending", "leaks")
-_LOOP_SCOPES = ("function", "class", "module", "package", "session")
 _CALL_FAILED = pytest.StashKey[bool]()
-_MODULE_LOOP = pytest.StashKey[str]()  # the loop scope of a module's tests that use arig_device_module
-
-
-# -- options, markers, parametrization ------------------------------------------------------------
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("arig")
-    group.addoption(
-        "--arig-device",
-        dest="arig_device",
-        default=None,
-        metavar="DEVICES",
-        help="devices arig_device runs over, a comma list of host, cuda:i, nv:i, fake or all (default: every device this machine opens)",
-    )
-    parser.addini("arig_device", "default of --arig-device", default="")
-    parser.addini("arig_settle_timeout", "seconds the check after a test waits for work the test did not await (default 5)", default="5")
-    parser.addini("arig_stop_timeout", "stop_timeout of the devices the fixtures open (default arig's, 30)", default="30")
 
 
 def _seconds(config: pytest.Config, name: str) -> float:
@@ -87,48 +48,33 @@ def _seconds(config: pytest.Config, name: str) -> float:
     return value
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    for line in (
-        "gpu: needs an NVIDIA GPU (skipped where libcuda sees none and no NVIDIA driver is loaded)",
-        "nv: needs an NV device, arig.nvrm.gpu(i) (skipped where none opens)",
-        "arig_allow(*checks): let this test leave arig devices as the named checks would refuse: 'loss', 'pending', 'leaks'",
-    ):
-        config.addinivalue_line("markers", line)
-    text = config.getoption("arig_device") or config.getini("arig_device")
-    if text:
-        try:
-            _devices.parse(text)
-        except ValueError as e:
-            raise pytest.UsageError(str(e)) from None
+def check_selection(config: pytest.Config) -> None:
+    """``--arig-device`` (or the ini option) names known devices, else a usage error naming the bad one."""
+    try:
+        selected(config)
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
 
 
-def _selected(config: pytest.Config) -> list[str]:
+def selected(config: pytest.Config) -> list[str]:
+    """The devices ``arig_device`` runs over."""
     text = config.getoption("arig_device") or config.getini("arig_device")
     return _devices.parse(text) if text else _devices.available()
 
 
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    for name, scope in (("_arig_spec_device", "function"), ("_arig_spec_device_module", "module")):
-        if name in metafunc.fixturenames:
-            specs = _selected(metafunc.config)
-            metafunc.parametrize(name, specs, indirect=True, ids=specs, scope=scope)  # type: ignore[arg-type]
+def skip_without_hardware(item: pytest.Item) -> None:
+    """The ``arig_gpu`` and ``arig_nv`` markers: skip ``item`` where the hardware is missing."""
+    if arig._env.GPU_REQUIRED:
+        return
+    if item.get_closest_marker("arig_gpu") is not None and not _devices.have_gpu():
+        item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU here (libcuda sees none, and no NVIDIA driver is loaded)"))
+    if item.get_closest_marker("arig_nv") is not None and not _devices.nv_indices():
+        item.add_marker(pytest.mark.skip(reason="no NV device here (arig.nvrm.gpu(i) opens none)"))
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if not arig._env.GPU_REQUIRED:
-            if item.get_closest_marker("gpu") is not None and not _devices.have_gpu():
-                item.add_marker(pytest.mark.skip(reason="no NVIDIA GPU here (libcuda sees none, and no NVIDIA driver is loaded)"))
-            if item.get_closest_marker("nv") is not None and not _devices.nv_indices():
-                item.add_marker(pytest.mark.skip(reason="no NV device here (arig.nvrm.gpu(i) opens none)"))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
-    if report.when == "call":
-        item.stash[_CALL_FAILED] = report.failed
-    return report
+def call_done(item: pytest.Item, failed: bool) -> None:
+    """The test's call phase ended (``failed``: its report says so)."""
+    item.stash[_CALL_FAILED] = failed
 
 
 # -- the check after each test --------------------------------------------------------------------
@@ -144,32 +90,12 @@ def _allowed(item: pytest.Item) -> set[str]:
     return allowed
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtest_call(item: pytest.Item) -> Any:
-    """Run the checks inside the test's own coroutine, once it returned: on its loop, and as
-    part of the test, so that a problem fails the test itself rather than its teardown.
+def checked(item: pytest.Function, test: Callable[..., Any], fixtures: Iterable[str]) -> Callable[..., Any]:
+    """``test`` followed by the checks of the devices in its ``fixtures``, in its own coroutine."""
 
-    The test function is swapped only for the call (anyio makes new items after
-    collection, and pytest-asyncio wraps ``item.obj`` when the test runs)."""
-    test = getattr(item, "obj", None)
-    if (
-        not isinstance(item, pytest.Function)
-        or not any(f in item.fixturenames for f in DEVICE_FIXTURES)
-        or not inspect.iscoroutinefunction(test)
-        or hasattr(test, "hypothesis")
-    ):
-        return (yield)
-    item.obj = _checked(item, test)
-    try:
-        return (yield)
-    finally:
-        item.obj = test
-
-
-def _checked(item: pytest.Function, test: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(test)
     async def checked(*args: Any, **kwargs: Any) -> None:
-        trackers = [(dev, t) for dev in _devices_of(item) if (t := tracker_of(dev)) is not None]
+        trackers = [(dev, t) for dev in _devices_of(item, fixtures) if (t := tracker_of(dev)) is not None]
         for _, t in trackers:
             t.begin()
         await test(*args, **kwargs)
@@ -185,9 +111,9 @@ def _checked(item: pytest.Function, test: Callable[..., Any]) -> Callable[..., A
     return checked
 
 
-def _devices_of(item: pytest.Function) -> list[arig.Device]:
+def _devices_of(item: pytest.Function, fixtures: Iterable[str]) -> list[arig.Device]:
     seen: dict[int, arig.Device] = {}
-    for name in DEVICE_FIXTURES:
+    for name in fixtures:
         dev = item.funcargs.get(name)
         if isinstance(dev, arig.Device):
             seen.setdefault(id(dev), dev)
@@ -197,7 +123,8 @@ def _devices_of(item: pytest.Function) -> list[arig.Device]:
 # -- the device's lifetime, in the test's loop ----------------------------------------------------
 
 
-async def _lifetime(spec: str, request: pytest.FixtureRequest) -> AsyncIterator[arig.Device]:
+async def lifetime(spec: str, request: pytest.FixtureRequest) -> AsyncIterator[arig.Device]:
+    """Open ``spec``'s device for a fixture, tracked; stop it after, failing on a late loss."""
     async with _devices.opened(spec, stop_timeout=_seconds(request.config, "arig_stop_timeout")) as dev:
         t = track(dev)
         try:
@@ -212,97 +139,11 @@ async def _lifetime(spec: str, request: pytest.FixtureRequest) -> AsyncIterator[
             pytest.fail("arig: " + problems[0], pytrace=False)
 
 
-def _with_args(fn: Any, *names: str) -> Any:
-    """Give ``fn(**kw)`` the signature ``(request, *names)``: pytest reads a fixture's
-    dependencies from its signature, and a static one (unlike ``getfixturevalue``)
-    is torn down and set up again with it, as a parametrized spec changes."""
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    fn.__signature__ = inspect.Signature([inspect.Parameter(n, kind) for n in ("request", *names)])
-    return fn
-
-
-def _inner_fixture(role: str, runner: str, loop_scope: str | None) -> Any:
-    """The async fixture that opens ``role``'s device for tests of ``runner``."""
-    scope: Any = "module" if role == "device_module" else "function"
-    spec_fixture = f"_arig_spec_{role}"
-
-    async def fixture(request: pytest.FixtureRequest, **kw: Any) -> AsyncIterator[arig.Device]:
-        async for dev in _lifetime(kw[spec_fixture], request):
-            yield dev
-
-    fixture.__name__ = name = _inner_name(role, runner, loop_scope)
-    _with_args(fixture, spec_fixture)
-    if runner == "anyio":
-        return pytest.fixture(scope=scope, name=name)(fixture)
-    assert pytest_asyncio is not None
-    loop: Any = loop_scope
-    return pytest_asyncio.fixture(scope=scope, name=name, loop_scope=loop)(fixture)
-
-
-def _inner_name(role: str, runner: str, loop_scope: str | None) -> str:
-    return f"_arig_{role}_{runner}" + (f"_{loop_scope}" if loop_scope else "")
-
-
-_ROLES = ("device", "host", "gpu", "device_module")
-for _role in _ROLES:
-    globals()[_inner_name(_role, "anyio", None)] = _inner_fixture(_role, "anyio", None)
-    if pytest_asyncio is not None:
-        for _scope in _LOOP_SCOPES if _role != "device_module" else _LOOP_SCOPES[2:]:
-            globals()[_inner_name(_role, "asyncio", _scope)] = _inner_fixture(_role, "asyncio", _scope)
-
-
-def _loop_scope(item: pytest.Item) -> str | None:
-    """The scope of the loop pytest-asyncio runs ``item`` on; None if it does not run it."""
-    marker = item.get_closest_marker("asyncio")
-    if marker is None and (pytest_asyncio is None or item.config.getini("asyncio_mode") != "auto"):
-        return None
-    scope = (marker.kwargs.get("loop_scope") or marker.kwargs.get("scope")) if marker is not None else None
-    if scope is None:
-        try:
-            scope = item.config.getini("asyncio_default_test_loop_scope")
-        except ValueError:  # a pytest-asyncio before 0.24
-            scope = None
-    return str(scope or "function")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """A module's device serves one loop: its tests must share the module's loop (or a wider one)."""
-    if "arig_device_module" not in getattr(item, "fixturenames", ()) or "anyio_backend" in getattr(item, "fixturenames", ()):
-        return
-    scope = _loop_scope(item)
-    if scope in _LOOP_SCOPES[:2]:
-        pytest.fail(f"arig_device_module lives for the module: its tests must run on one loop, @pytest.mark.asyncio(loop_scope='module'), not {scope!r}", pytrace=False)
-    module = item.getparent(pytest.Module)
-    if scope is not None and module is not None:
-        module.stash[_MODULE_LOOP] = scope
-
-
-def _pick(request: pytest.FixtureRequest, role: str) -> str:
-    """The inner fixture for this test: anyio's, or pytest-asyncio's on the test's loop scope."""
-    fixture = f"arig_{role}"
-    if "anyio_backend" in request.fixturenames:
-        backend = request.getfixturevalue("anyio_backend")  # a name, or (name, options)
-        backend = backend[0] if isinstance(backend, tuple) else backend
-        if backend != "asyncio":
-            pytest.skip(f"{fixture}: arig devices run on asyncio, not on anyio's {backend} backend")
-        return _inner_name(role, "anyio", None)
-    node = request.node
-    scope = node.stash.get(_MODULE_LOOP, None) if role == "device_module" else _loop_scope(node) if isinstance(node, pytest.Item) else None
-    if scope is None or pytest_asyncio is None:
-        pytest.fail(f"{fixture} is async: mark the test @pytest.mark.asyncio or @pytest.mark.anyio", pytrace=False)
-    return _inner_name(role, "asyncio", scope)
-
-
-def _device_for(request: pytest.FixtureRequest, role: str) -> arig.Device:
-    dev: arig.Device = request.getfixturevalue(_pick(request, role))
-    return dev
-
-
 # -- which device each role opens -------------------------------------------------------------------
 
 
-def _usable(spec: str) -> str:
+def usable(spec: str) -> str:
+    """``spec``, where this machine opens it; else the test skips (fails under ARIG_GPU_REQUIRED=1)."""
     reason = _devices.missing(spec)
     if reason is not None:
         if arig._env.GPU_REQUIRED:
@@ -311,48 +152,12 @@ def _usable(spec: str) -> str:
     return spec
 
 
-@pytest.fixture
-def _arig_spec_device(request: pytest.FixtureRequest) -> str:
-    return _usable(str(request.param))
-
-
-@pytest.fixture(scope="module")
-def _arig_spec_device_module(request: pytest.FixtureRequest) -> str:
-    return _usable(str(request.param))
-
-
-@pytest.fixture
-def _arig_spec_host() -> str:
-    return "host"
-
-
-@pytest.fixture
-def _arig_spec_gpu(request: pytest.FixtureRequest) -> str:
-    for spec in [*_selected(request.config), "cuda:0"]:  # the selection's first, else GPU 0 where there is one
+def gpu_spec(config: pytest.Config) -> str:
+    """The device ``arig_gpu`` opens: the selection's first CUDA GPU (fake counts), else GPU 0."""
+    for spec in [*selected(config), "cuda:0"]:
         if spec == "fake" or (spec.startswith("cuda:") and _devices.missing(spec) is None):
             return spec
     reason = f"arig_gpu: no CUDA GPU here (libcuda sees {_devices.cuda_count()}); --arig-device fake runs it over arig.testing.FakeCuda"
     if arig._env.GPU_REQUIRED:
         pytest.fail(reason + " (ARIG_GPU_REQUIRED=1)", pytrace=False)
     pytest.skip(reason)
-
-
-# -- the fixtures tests use -------------------------------------------------------------------------
-
-
-def _public(role: str, scope: Any, doc: str) -> Callable[..., arig.Device]:
-    spec_fixture = f"_arig_spec_{role}"
-
-    def fixture(request: pytest.FixtureRequest, **kw: Any) -> arig.Device:
-        return _device_for(request, role)  # the spec fixture (a dependency) skipped already where the device is missing
-
-    fixture.__doc__ = doc
-    fixture.__name__ = f"arig_{role}"
-    _with_args(fixture, spec_fixture)
-    return pytest.fixture(scope=scope, name=f"arig_{role}")(fixture)
-
-
-arig_device = _public("device", "function", "An open device, per test; the test runs once per device of the selection (--arig-device).")
-arig_host = _public("host", "function", "The host device, open for the test.")
-arig_gpu = _public("gpu", "function", "A CUDA GPU (the first of the selection, fake counts; else GPU 0), open for the test; skips where there is none.")
-arig_device_module = _public("device_module", "module", "As arig_device, one device per module and device.")

@@ -25,7 +25,7 @@ import arig.cuda
 import arig.nvrm as nvrm
 from arig.cuda import Launch, pack, shipped_image
 
-pytestmark = [pytest.mark.gpu, pytest.mark.asyncio]
+pytestmark = [pytest.mark.arig_gpu, pytest.mark.asyncio]
 
 REPO = Path(__file__).resolve().parents[2]
 SPIN_NS = 300_000_000  # 300 ms of GPU time before the copy

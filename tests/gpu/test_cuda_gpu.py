@@ -28,7 +28,7 @@ from arig.cuda import shipped_image
 
 from _util import compile_fill
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.arig_gpu
 
 
 def _fill(stream: int, launch: Launch, v: int) -> int:

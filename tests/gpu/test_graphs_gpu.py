@@ -50,7 +50,7 @@ from arig.cuda import CudaError, Launch, capture, pack
 from arig.cuda import shipped_image
 from arig.cuda._lib import check, lib
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.arig_gpu
 
 
 def _u32(i: int) -> np.uint32:

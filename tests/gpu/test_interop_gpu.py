@@ -18,7 +18,7 @@ import pytest
 import arig
 import arig.cuda
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.arig_gpu
 
 
 def _torch() -> Any:

@@ -18,7 +18,7 @@ import arig._env
 import arig.cuda
 import arig.nvrm as nvrm
 
-pytestmark = [pytest.mark.gpu, pytest.mark.asyncio]
+pytestmark = [pytest.mark.arig_gpu, pytest.mark.asyncio]
 
 
 def _cuda_here() -> bool:

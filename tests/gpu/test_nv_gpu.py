@@ -31,7 +31,7 @@ import arig.nvrm as nvrm
 import arig.nvrm._queue  # noqa: F401 - the queue type
 from arig._errors import DeviceLost, OpenError
 
-pytestmark = [pytest.mark.gpu, pytest.mark.asyncio]
+pytestmark = [pytest.mark.arig_gpu, pytest.mark.asyncio]
 
 REPO = Path(__file__).resolve().parents[2]
 CUBIN = (REPO / "tests" / "data" / "nv" / "probe.sm_90.cubin").read_bytes()

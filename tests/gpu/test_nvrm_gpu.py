@@ -27,7 +27,7 @@ if not os.path.exists("/dev/nvidiactl") and not arig._env.GPU_REQUIRED:
 import arig.nvrm as nvrm
 from arig._errors import OpenError
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.arig_gpu
 
 REPO = Path(__file__).resolve().parents[2]
 SMI_CLOCK_HZ = 1.98e9  # the H200's top SM clock: cycles for torch.cuda._sleep

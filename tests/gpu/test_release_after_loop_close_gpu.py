@@ -20,7 +20,7 @@ import pytest
 
 import arig._env
 
-pytestmark = pytest.mark.gpu
+pytestmark = pytest.mark.arig_gpu
 
 SCENARIO = """
 import asyncio, gc, json, os, threading, time, warnings
