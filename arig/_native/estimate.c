@@ -94,8 +94,8 @@ void est_bound(core_t *c, lane_t *l, double bound, int done) {
 /* When the lane's word was written, on CLOCK_MONOTONIC: the GPU's time of it where the hardware
  * writes one (and the clocks' offset is known), else now.  The offset is learned only from fresh
  * looks (fresh: a spin saw the word change while it watched, within a fraction of a microsecond of
- * the release), as the least (now - GPU time) seen, let rise slowly so that a drift between the
- * clocks is followed.  Never from other looks: a look that comes late would make the GPU's times
+ * the release), as the least (now - GPU time) seen, let rise so that a drift between the clocks is
+ * followed.  Never from other looks: a look that comes late would make the GPU's times
  * read late, the learned lengths long, the sleeps long and the next looks late again, a state that
  * keeps itself (seen on the H200: every 1 ms kernel found 3 ms late). */
 uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now, int fresh) {
@@ -108,7 +108,11 @@ uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now, int fresh) {
             c->gpu_off = cand;
             c->gpu_cal = 1;
         } else {
-            c->gpu_off += (cand - c->gpu_off) >> 12;
+            /* A fresh look is trustworthy (it comes within a microsecond of the release), so follow
+             * it up quickly: the GPU's timer drifts from the host's (on the H200 it runs 32 ppm slow,
+             * 320 us in the 10 s of one benchmark row), which a slow rise would turn into lengths
+             * learned that much short. */
+            c->gpu_off += (cand - c->gpu_off) >> 3;
         }
     }
     if (!c->gpu_cal)
