@@ -43,11 +43,6 @@
 #define FAULT_CHECK_NS 20000000ull /* 20 ms without progress: ask the driver */
 #define PY_POLL_NS 50000ull        /* while a Python fill runs, look at the words this often */
 #define LONG_WORK_NS 50000.0       /* predicted longer than this: sleep before spinning */
-/* Predicted longer than this: the backstop is asked for before the sleep (early_backstop kinds).
- * Below it the prediction's error is small against the backstop's own cost (a host function, an
- * interrupt: each a wake-up of another thread): measured on the H200, asking it for 50-200 us work
- * made those waits 17-40 us later. */
-#define EARLY_BACKSTOP_NS 500000.0
 #define MIN_SLEEP_NS 15000ull
 #define PREWAKE_MARGIN_NS 20000ull /* pre-wake the loop this much earlier than it takes to wake */
 #define WAKE_EST_MAX_NS 500000.0
@@ -136,9 +131,10 @@ static int look_fresh(core_t *c, uint64_t now, int fresh) {
                  * exactly, however it was found (a spin, a timed wake, a push after the loop heard
                  * of it from a backstop). */
                 est_hit(c, l, (double)(t - l->t_sig));
-            else if (burst_done && told && l->backstop >= l->out)
-                /* Its backstop's host function told it after the spin gave up: the work ended a
-                 * little before that time. */
+            else if (burst_done && told && l->insured >= l->out)
+                /* Its backstop's host function told it first (the spin missed, or the thread slept
+                 * past it): that time is a little after the work's end, whichever way the prediction
+                 * was wrong. */
                 est_told(c, l, (double)(t - l->t_sig));
             l->seen = d;
             progressed = 1;
@@ -392,7 +388,7 @@ static void sleep_to_spin(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_t s
  * idle for long wakes slowly), so that it is up when the completion comes.  Returns 0 where the
  * spin should start now, 1 where the thread slept (or faulted) and should look again. */
 static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
-    if (c->ops->early_backstop && l->insured < l->out && l->est > EARLY_BACKSTOP_NS) {
+    if (c->ops->early_backstop && l->insured < l->out) {
         l->insured = l->out;
         int rc = c->ops->backstop(c, l, l->out);
         if (rc) {

@@ -40,15 +40,17 @@ void est_hit(core_t *c, lane_t *l, double d) {
     l->est = e->est;
 }
 
-/* Told by a host function d ns after its signal, once a spin had given up on it: the work ended a
- * little before (a host function runs some microseconds after the GPU reaches it, tens at times).
- * A prediction that far short moves there at once instead of creeping up by half a spin per wait
- * (a kernel whose arguments made it 5x longer took ~100 waits to be found); a prediction too long is
- * the spin's and the timed wake's to correct (a host function's delay would keep it long). */
+/* Told by a host function d ns after its signal (the backstop, asked before a sleep or when a spin
+ * gave up): the work ended a little before (a host function runs some microseconds after the GPU
+ * reaches it).  A prediction that far off moves there at once instead of creeping by a spin's
+ * length per wait (a kernel whose arguments made it 5x longer took ~100 waits to be found);
+ * one within a spin's length is kept (spins see the end more exactly than host functions do). */
 void est_told(core_t *c, lane_t *l, double d) {
     est_t *e = est_of(c, l->key);
     double cand = d - HOSTFN_LEAD_NS;
-    if (e->est == 0 || cand > e->est + (double)c->spin_ns) {
+    if (cand < 0)
+        cand = 0;
+    if (e->est == 0 || cand > e->est + (double)c->spin_ns || cand < e->est - (double)c->spin_ns) {
         e->est = cand;
         e->lo = e->hi = 0;
     }
