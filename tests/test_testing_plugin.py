@@ -498,7 +498,8 @@ def test_a_suite_that_does_not_use_arig_is_left_alone(pytester: pytest.Pytester)
 
         @pytest.mark.gpu
         def test_gpu():
-            assert [m for m in sys.modules if m in {_HEAVY!r}] == []
+            # arig is never imported (numpy may be: another plugin of the environment can import it)
+            assert [m for m in sys.modules if m == "arig" or m.startswith("arig.")] == []
 
         @pytest.mark.nv
         def test_nv():
