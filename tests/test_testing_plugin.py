@@ -492,7 +492,7 @@ def test_a_suite_that_does_not_use_arig_is_left_alone(pytester: pytest.Pytester)
     run never imports arig."""
     pytester.makefile(".ini", pytest="[pytest]\nmarkers =\n    gpu: the suite's own\n    nv: the suite's own\n")
     pytester.makepyfile(
-        test_theirs=f"""
+        test_theirs="""
         import sys
         import pytest
 
