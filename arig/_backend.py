@@ -150,6 +150,9 @@ class Submitter(Protocol):
     def wake_space(self) -> None:
         """Wake every task waiting for room (they re-check, and may raise)."""
 
+    def forget_space(self) -> None:
+        """Drop the futures of tasks waiting for room, unresolved: the loop closed (any thread)."""
+
     def put(self, qi: int, item: Any, v: int) -> None:
         """Hand lane ``qi`` the prepared ``item`` of value ``v``; raises only if it cannot."""
 

@@ -123,6 +123,11 @@ class SubmitThread:
         if self._space is not None and not self._space.done():
             self._space.set_result(None)
 
+    def forget_space(self) -> None:
+        """The loop closed: drop the future tasks wait on for room (resolving it would schedule
+        their callbacks on that loop), so that those tasks, and the device they hold, can go."""
+        self._space = None
+
     def put_fill(self, qi: int, fill: Any, arg: Any, v: int) -> None:
         self._put += 1
         self._q.put((qi, fill, arg, v))

@@ -140,7 +140,7 @@ class Device(FeatureCalls):
         # Once the loop is closed, a task left in wait() must not keep the device (and its
         # threads) alive through the timeline: the waiters are dropped, and the device can
         # be collected (and released by its finalizer) or stopped from another loop.
-        self._on_close = port_of(self._loop).on_close(tl.forget_waiters)
+        self._on_close = port_of(self._loop).on_close(_forgetting(tl, self._sub))
         _instruments.attach(self, tl)
         return self
 
@@ -464,6 +464,17 @@ def _say_stop_waits(tl: Timeline, name: str, timeout: float) -> None:
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def _forgetting(tl: Timeline, sub: Submitter) -> Callable[[], None]:
+    """What a closed loop's hook does: drop the futures of tasks in ``wait`` and of tasks waiting for
+    room (it holds the timeline and the submitter, never the device)."""
+
+    def forget() -> None:
+        tl.forget_waiters()
+        sub.forget_space()
+
+    return forget
 
 
 async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_timeout: float = DEFAULT_STOP_TIMEOUT) -> Device:  # noqa: A001

@@ -73,6 +73,42 @@ def test_a_task_left_waiting_when_its_loop_closes_does_not_keep_the_device(kind:
     assert fds() == open_fds
 
 
+def _noop(queue: Any, arg: Any, v: int) -> None:
+    return None
+
+
+async def _flood(dev: arig.Device) -> None:
+    for _ in range(4):
+        await dev.submit(_noop)  # with max_pending=1 behind a blocked fill: waits for room
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_task_left_waiting_for_room_when_its_loop_closes_does_not_keep_the_device(kind: str) -> None:
+    before, open_fds = arig_threads(), fds()
+    refs: list[weakref.ref[arig.Device]] = []
+    gate = threading.Event()
+    try:
+        with installed(kind) as opener:
+
+            async def main() -> None:
+                dev = await arig.open(opener, max_pending=1)
+                refs.append(weakref.ref(dev))
+                await dev.submit(_blocked(gate))
+                asyncio.get_running_loop().create_task(_flood(dev))  # referenced by its wait for room only
+                await asyncio.sleep(0.05)
+
+            reported: list[str] = []
+            _run_then_close(main, reported)
+            with pytest.warns(ResourceWarning, match="never stopped"):
+                gc.collect()
+            assert refs[0]() is None, "the task waiting for room kept the device"
+            gate.set()
+            assert ended(arig_threads() - before)
+    finally:
+        gate.set()
+    assert fds() == open_fds
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_device_collected_after_its_loop_closed_closes_its_fds(kind: str) -> None:
     before, open_fds = arig_threads(), fds()

@@ -131,6 +131,10 @@ class NativeCompletion:
             if not fut.done():
                 fut.set_result(None)
 
+    def forget_space(self) -> None:
+        """The loop closed: drop the futures of submits waiting for room (any thread)."""
+        self._space = []
+
     def put(self, qi: int, item: tuple[Any, ...], v: int) -> None:
         """Loop thread: hand a prepared item to the core (a Python fill also to the submit thread)."""
         kind = item[0]
