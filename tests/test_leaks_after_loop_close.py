@@ -45,68 +45,54 @@ async def _wait(dev: arig.Device, v: int) -> None:
     await dev.wait(v)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_task_left_waiting_when_its_loop_closes_does_not_keep_the_device(kind: str) -> None:
-    before, open_fds = arig_threads(), fds()
-    refs: list[weakref.ref[arig.Device]] = []
-    gate = threading.Event()
-    try:
-        with installed(kind) as opener:
-
-            async def main() -> None:
-                dev = await arig.open(opener)
-                refs.append(weakref.ref(dev))
-                v = await dev.submit(_blocked(gate))
-                asyncio.get_running_loop().create_task(_wait(dev, v))  # referenced by its wait only
-                await asyncio.sleep(0.05)
-
-            reported: list[str] = []
-            _run_then_close(main, reported)
-            with pytest.warns(ResourceWarning, match="never stopped"):
-                gc.collect()
-            assert refs[0]() is None, "the waiting task kept the device"
-            assert "Task was destroyed but it is pending!" in reported and any("never stopped" in m for m in reported), reported
-            gate.set()
-            assert ended(arig_threads() - before)
-    finally:
-        gate.set()
-    assert fds() == open_fds
-
-
 def _noop(queue: Any, arg: Any, v: int) -> None:
     return None
 
 
-async def _flood(dev: arig.Device) -> None:
+async def _flood(dev: arig.Device, v: int) -> None:
     for _ in range(4):
         await dev.submit(_noop)  # with max_pending=1 behind a blocked fill: waits for room
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_task_left_waiting_for_room_when_its_loop_closes_does_not_keep_the_device(kind: str) -> None:
+def _left_when_the_loop_closes(kind: str, task: Callable[[arig.Device, int], Coroutine[Any, Any, None]], max_pending: int) -> list[str]:
+    """Open a device of ``kind``, hold its queue with a blocked fill, leave ``task(dev, v)`` pending,
+    close the loop: the device must be collected (reported, never stopped), its threads and fds gone.
+    Returns what the loop's exception handler was told."""
     before, open_fds = arig_threads(), fds()
     refs: list[weakref.ref[arig.Device]] = []
     gate = threading.Event()
+    reported: list[str] = []
     try:
         with installed(kind) as opener:
 
             async def main() -> None:
-                dev = await arig.open(opener, max_pending=1)
+                dev = await arig.open(opener, max_pending=max_pending)
                 refs.append(weakref.ref(dev))
-                await dev.submit(_blocked(gate))
-                asyncio.get_running_loop().create_task(_flood(dev))  # referenced by its wait for room only
+                v = await dev.submit(_blocked(gate))
+                asyncio.get_running_loop().create_task(task(dev, v))  # referenced by what it waits on only
                 await asyncio.sleep(0.05)
 
-            reported: list[str] = []
             _run_then_close(main, reported)
             with pytest.warns(ResourceWarning, match="never stopped"):
                 gc.collect()
-            assert refs[0]() is None, "the task waiting for room kept the device"
+            assert refs[0]() is None, f"the task left in {task.__name__} kept the device"
             gate.set()
             assert ended(arig_threads() - before)
     finally:
         gate.set()
     assert fds() == open_fds
+    return reported
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_task_left_waiting_when_its_loop_closes_does_not_keep_the_device(kind: str) -> None:
+    reported = _left_when_the_loop_closes(kind, _wait, max_pending=1024)
+    assert "Task was destroyed but it is pending!" in reported and any("never stopped" in m for m in reported), reported
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_task_left_waiting_for_room_when_its_loop_closes_does_not_keep_the_device(kind: str) -> None:
+    _left_when_the_loop_closes(kind, _flood, max_pending=1)
 
 
 @pytest.mark.parametrize("kind", KINDS)
