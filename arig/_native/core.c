@@ -348,8 +348,17 @@ static void found_early(core_t *c, lane_t *l, uint64_t a) {
     stat_add(c, S_EARLY);
 }
 
+/* A timed sleep longer than twice this ends LAST_SLEEP_NS early, and the rest is slept again: a sleep
+ * of milliseconds ends late by a varying amount (the vCPU sat idle), a short one from a CPU just
+ * awake ends a few microseconds late. */
+#define LAST_SLEEP_NS 300000
+
 /* Sleep until the pre-wake time (a push ends it early), then pre-wake the loop. */
 static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_t pre_at) {
+    if (pre_at - n > 2 * (int64_t)LAST_SLEEP_NS) {
+        sleep_until_push(c, t, (uint64_t)(pre_at - n - LAST_SLEEP_NS));
+        return; /* the watch comes back here for the rest: the pre-wake is still to do */
+    }
     if (pre_at > n + (int64_t)MIN_SLEEP_NS) {
         sleep_until_push(c, t, (uint64_t)(pre_at - n));
         if ((int64_t)now_ns() + 1000 < pre_at)
@@ -403,6 +412,10 @@ static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     if (c->prewake && l->prewoke_for != l->out && pre_at + (int64_t)MIN_SLEEP_NS < spin_at && pre_at > (int64_t)l->t_sig) {
         sleep_to_prewake(c, l, t, n, pre_at);
         return 1;
+    }
+    if (spin_at - n > 2 * (int64_t)LAST_SLEEP_NS) {
+        sleep_until_push(c, t, (uint64_t)(spin_at - n - LAST_SLEEP_NS));
+        return 1; /* the rest is slept from a CPU that is awake */
     }
     l->slept_for = l->out;
     if (spin_at > n + (int64_t)MIN_SLEEP_NS) {
