@@ -118,6 +118,12 @@ def memops() -> str | None:
     return "ARIG_NO_MEMOPS=1" if _env.NO_MEMOPS else None
 
 
+def gpu_stamps() -> bool:
+    """Whether a CUDA device on the native engine signals long work with the GPU's time (the stamp
+    kernel) where its driver builds it; ``ARIG_NO_GPU_STAMPS=1`` says no (to compare the two)."""
+    return not _env.NO_GPU_STAMPS
+
+
 @contextmanager
 def using(name: str | None = None, *, stream_memops: bool | None = None) -> Iterator[None]:
     """Within the block, devices that open get engine ``name`` (None: as :func:`choose` decides)

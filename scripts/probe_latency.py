@@ -54,17 +54,24 @@ async def probe(spin_us: int, sched: str | None, device: str, lengths: list[int]
             for _ in range(50 if us < 1000 else 5):
                 await dev.wait(await dev.submit(launch))
             s0 = b.completion.stats()
-            lat, wake = [], []
+            lat, wake, err = [], [], []
+            due_seen: list[int] = []
+            loop = asyncio.get_running_loop()
             c0, t0 = time.process_time(), thread_cpu()
             for _ in range(n):
                 t = time.perf_counter()
                 v = await dev.submit(launch)
+                due_seen.clear()
+                if us >= 1000:  # the core's prediction of the end, read once it is made
+                    loop.call_later(us / 4e6, lambda seen=due_seen: seen.append(b.completion.core.due()))
                 await dev.wait(v)
                 t1 = time.perf_counter()
                 lat.append(t1 - t)
                 r = dev.reached_at(v)
                 if r is not None:
                     wake.append(t1 - r)
+                    if due_seen and due_seen[0]:
+                        err.append(due_seen[0] / 1e9 - r)
             cpu = (time.process_time() - c0) / n
             per = thread_cpu() - t0
             top = ", ".join(f"{k} {v / n / 1e3:.0f}" for k, v in per.most_common(5))
@@ -73,7 +80,8 @@ async def probe(spin_us: int, sched: str | None, device: str, lengths: list[int]
             print(f"{dev.name} sched={dev.facts.get('sched')} spin_us={spin_us:3d} kernel {us:5d} us: p50 {np.median(lat) * 1e6:7.1f} us  p90 {np.percentile(lat, 90) * 1e6:7.1f}"
                   f"  seen->resumed {np.median(wake) * 1e6:5.1f}  cpu/wait {cpu * 1e6:6.1f} us"
                   f"\n    late(lat-nominal) p50/p90/p99/max {q[0]:.0f}/{q[1]:.0f}/{q[2]:.0f}/{q[3]:.0f} us"
-                  f"\n    core: {', '.join(f'{k} {v - s0.get(k, 0)}' for k, v in b.completion.stats().items())}"
+                  + (f"\n    predicted end - reached p10/p50/p90 {' / '.join(f'{x:.0f}' for x in np.percentile(np.array(err) * 1e6, [10, 50, 90]))} us" if err else "")
+                  + f"\n    core: {', '.join(f'{k} {v - s0.get(k, 0)}' for k, v in b.completion.stats().items())}"
                   f"\n    cpu µs/op by thread: {top}", flush=True)
 
 

@@ -202,6 +202,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_destroy": (None, (P,)),
         "arig_core_stats": (None, (P, P, c_int)),
         "arig_core_create_nv": (P, (P, c_int, c_int, c_uint64, c_int64, c_int64, c_int64, c_int)),
+        "arig_core_cuda_stamps": (c_int, (P, P, c_uint64, c_uint64, c_uint64, c_uint64)),
         "arig_core_gpu_time": (c_uint64, (P, c_int)),
         "arig_nv_create": (P, (P,)),
         "arig_nv_pair": (None, (P, P)),
@@ -331,6 +332,12 @@ class Core:
         self.time_values = [c_uint64.from_address(addr(ptr, 4, q)) for q in range(n)]
         self._arm, self._due = f.arig_core_arm, f.arig_core_due
         self.started = False
+
+    def cuda_stamps(self, fn: int, pairs: int, pairs_dev: int, cal: int, cal_dev: int) -> bool:
+        """Before ``start``: signal long work with the stamp kernel ``fn`` (``arig.cuda._stamp``);
+        ``pairs``: 16 bytes per lane of mapped memory, ``cal``: 32 more (host and device addresses).
+        False where the core cannot (no stream memory operations)."""
+        return int(self._fast.arig_core_cuda_stamps(self.ptr, fn, pairs, pairs_dev, cal, cal_dev)) == 0
 
     def start(self) -> None:
         rc = self._fast.arig_core_start(self.ptr)

@@ -87,6 +87,24 @@ void set_fault(core_t *c, int32_t code, uint32_t lane, uint64_t v) {
     kick(c);
 }
 
+/* Have lane l signal v after its work so far; est: the predicted length of the work it ends.  Work
+ * known to be long is signalled with the GPU's time of it where the kind can (a few microseconds
+ * more, against a length learned exactly: a spin then opens where the work ends); short or unknown
+ * work with the cheap signal. */
+static int lane_signal(core_t *c, lane_t *l, uint64_t v, double est) {
+    int stamped = c->ops->signal_stamps;
+    int rc;
+    if (!stamped && c->ops->signal_stamped && est > LONG_WORK_NS) {
+        rc = c->ops->signal_stamped(c, l, v);
+        stamped = 1;
+    } else {
+        rc = c->ops->signal(c, l, v);
+    }
+    if (!rc && stamped)
+        l->stamped = v;
+    return rc;
+}
+
 /* End of a burst: have each lane signal its last value. */
 static void signal_lanes(core_t *c) {
     uint64_t t = 0;
@@ -94,7 +112,7 @@ static void signal_lanes(core_t *c) {
         lane_t *l = &c->lanes[i];
         if (l->pend <= l->out)
             continue;
-        int rc = c->ops->signal(c, l, l->pend);
+        int rc = lane_signal(c, l, l->pend, est_peek(c, l->pend_key));
         if (rc) {
             set_fault(c, rc, (uint32_t)i, l->pend);
             return;
@@ -118,20 +136,23 @@ static int look_fresh(core_t *c, uint64_t now, int fresh) {
         uint64_t d = lane_done(l);
         if (d > l->seen) {
             uint64_t t = atomic_load(&l->t_ns);
-            int told = 1;
-            if (t <= l->t_look || atomic_load(&l->t_v) < d) { /* no host function stamped this progress: seen now */
-                atomic_store(&l->t_ns, t = stamp_of(c, l, now, i == fresh));
+            int told = 1, exact = 0;
+            uint64_t g = c->ops->stamp ? stamp_of(c, l, now, i == fresh, &exact) : now;
+            if (exact || t <= l->t_look || atomic_load(&l->t_v) < d) {
+                /* the GPU's own time of this progress, or none and no host function stamped it: seen now */
+                atomic_store(&l->t_ns, t = g);
                 atomic_store(&l->t_v, d);
                 told = 0;
             }
             l->t_look = t;
             int burst_done = d >= l->out && l->out > l->seen && t > l->t_sig;
-            if (burst_done && gpu_learns(c))
+            if (burst_done && exact) {
                 /* The burst in flight is done, and the GPU's time says when: learn its length
                  * exactly, however it was found (a spin, a timed wake, a push after the loop heard
                  * of it from a backstop). */
-                est_hit(c, l, (double)(t - l->t_sig));
-            else if (burst_done && told && l->insured >= l->out)
+                est_hit(c, l, (double)(t - l->t_sig), 1);
+                l->learned = l->out;
+            } else if (burst_done && told && l->insured >= l->out)
                 /* Its backstop's host function told it first (the spin missed, or the thread slept
                  * past it): that time is a little after the work's end, whichever way the prediction
                  * was wrong. */
@@ -274,7 +295,7 @@ static void run_one(core_t *c, item_t *it, int more) {
         /* work known to be long, or of unknown length, with more behind it: its own
          * completion is progress too (the hang watchdog sees it, and a burst of long
          * work never looks hung); short work is told at the burst's end, one write for all */
-        rc = c->ops->signal(c, l, it->v);
+        rc = lane_signal(c, l, it->v, e);
     if (rc) {
         set_fault(c, rc, it->lane, it->v);
     } else {
@@ -343,7 +364,7 @@ static lane_t *first_due(core_t *c) {
 
 /* Found done on waking at a: it took less than a - t_sig. */
 static void found_early(core_t *c, lane_t *l, uint64_t a) {
-    if (!gpu_learns(c))
+    if (!gpu_learns(c, l)) /* else the look learns its length exactly */
         est_bound(c, l, (double)(a - l->t_sig), 1);
     stat_add(c, S_EARLY);
 }
@@ -397,7 +418,8 @@ static void sleep_to_spin(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_t s
  * idle for long wakes slowly), so that it is up when the completion comes.  Returns 0 where the
  * spin should start now, 1 where the thread slept (or faulted) and should look again. */
 static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
-    if (c->ops->early_backstop && l->insured < l->out) {
+    int exact = c->ops->backstop_costly && gpu_learns(c, l) && est_of(c, l->key)->hits;
+    if (c->ops->early_backstop && l->insured < l->out && !exact) {
         l->insured = l->out;
         int rc = c->ops->backstop(c, l, l->out);
         if (rc) {
@@ -460,8 +482,8 @@ static void spin(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     if (look_fresh(c, seen_at, turns && lane_done(l) != prev ? (int)(l - c->lanes) : -1)) {
         c->last_progress = seen_at;
         if (l->seen >= target && l->backstop < target) {
-            if (!gpu_learns(c))
-                est_hit(c, l, (double)(seen_at - l->t_sig)); /* seen by this spin: learn (stamp kinds: look learned) */
+            if (l->learned < target) /* seen by this spin: learn (unless the look learned it from the GPU's time) */
+                est_hit(c, l, (double)(seen_at - l->t_sig), 0);
             stat_add(c, S_SPIN_HITS);
         }
         if (l->seen < l->out)

@@ -48,6 +48,11 @@ typedef struct lane {
     uint64_t pend, out, seen, backstop, t_sig, slept_for, prewoke_for, t_look;
     uint64_t insured;       /* the value a backstop was asked for before a sleep (early_backstop kinds) */
     uint64_t key, pend_key; /* what the in-flight burst (and the next) ends with: the estimate's key */
+    uint64_t stamped;       /* the last value signalled with the GPU's time of it */
+    uint64_t learned;       /* the last burst end whose length was learned from the GPU's time */
+    /* Where the kind writes {value, GPU time} beside the word for a stamped signal (0: nowhere);
+     * value 0 while the pair is being written. */
+    volatile uint64_t *stamp_pair;
     double est;             /* predicted ns from t_sig to the burst's completion */
 } lane_t;
 
@@ -76,13 +81,18 @@ typedef struct lane_ops {
     uint64_t (*launch_key)(uint64_t record);
     /* Have the lane's word become v after the lane's work so far. */
     int (*signal)(core_t *c, lane_t *l, uint64_t v);
+    /* The same, with the GPU's time of it written where stamp reads it (costlier than signal: the
+     * engine asks for it where the work is known to be long, to learn its length exactly); NULL where
+     * the kind has none, or where every signal is stamped (signal_stamps). */
+    int (*signal_stamped)(core_t *c, lane_t *l, uint64_t v);
     /* Have the loop told once the lane's word holds v, without the native thread watching:
      * a host function, or an interrupt that wakes the loop's driver event fd. */
     int (*backstop)(core_t *c, lane_t *l, uint64_t v);
     /* The lane's error, 0 while it is healthy (busy or idle). */
     int (*check_fault)(core_t *c, lane_t *l);
-    /* The GPU's raw time of the lane's last signal (0: not written yet); NULL where the hardware
-     * writes none.  Also called on the loop thread (arig_core_gpu_time): a memory read only. */
+    /* The GPU's raw time of the lane's word's current value (0: not known: not written yet, or
+     * written by an unstamped signal); NULL where the hardware writes none.  Also called on the loop
+     * thread (arig_core_gpu_time): a memory read only. */
     uint64_t (*stamp)(const lane_t *l);
     /* End the lane's waits for ring room (a fault, a stop); any thread. */
     void (*halt)(lane_t *l);
@@ -90,9 +100,15 @@ typedef struct lane_ops {
     void (*destroy)(core_t *c);
     /* signal itself wakes the native thread and tells the loop (a host function): no watching. */
     int signal_tells;
+    /* Every signal carries the GPU's time (an NV semaphore release with its timestamp). */
+    int signal_stamps;
     /* Ask for the backstop before a sleep on long work, not only when a spin gives up: the loop then
      * learns of the completion even if the prediction is late (cheap where it is one pushbuffer entry). */
     int early_backstop;
+    /* The backstop costs the host real CPU (a libcuda host function: tens of microseconds on its
+     * callback thread): asked before a sleep only while the work's length is not learned from the
+     * GPU's time (a prediction that exact is caught by the spin; a spin that gives up still asks). */
+    int backstop_costly;
 } lane_ops;
 
 struct core {
@@ -165,9 +181,10 @@ ARIG_INTERNAL void wake_native(core_t *c);
 ARIG_INTERNAL void set_fault(core_t *c, int32_t code, uint32_t lane, uint64_t v);
 /* End every lane's waits for ring room (any thread). */
 ARIG_INTERNAL void halt_lanes(core_t *c);
-/* The GPU learns each lane's burst length exactly from its own time of the release (stamp kinds,
- * once the clocks' offset is known); others learn from what the native thread sees. */
-static inline int gpu_learns(const core_t *c) { return c->ops->stamp && c->gpu_cal; }
+/* Lane l's burst in flight ends with a stamped signal and the clocks' offset is known: its length
+ * is learned exactly from the GPU's own time of it, however it is found; other bursts are learned
+ * from what the native thread sees. */
+static inline int gpu_learns(const core_t *c, const lane_t *l) { return c->ops->stamp && c->gpu_cal && l->stamped >= l->out; }
 
 /* The estimator (estimate.c).  The estimate slot of key, claimed for it. */
 ARIG_INTERNAL est_t *est_of(core_t *c, uint64_t key);
@@ -175,8 +192,8 @@ ARIG_INTERNAL est_t *est_of(core_t *c, uint64_t key);
 ARIG_INTERNAL uint64_t item_key(const core_t *c, const item_t *it);
 /* The estimate for key, without claiming its slot (0: unknown). */
 ARIG_INTERNAL double est_peek(core_t *c, uint64_t key);
-/* Lane l's burst was seen done d ns after its signal. */
-ARIG_INTERNAL void est_hit(core_t *c, lane_t *l, double d);
+/* Lane l's burst was seen done d ns after its signal (exact: from the GPU's own time). */
+ARIG_INTERNAL void est_hit(core_t *c, lane_t *l, double d, int exact);
 /* How much sooner than its host function the GPU reaches a value, about (the host function's delay). */
 #define HOSTFN_LEAD_NS 15000.0
 /* Lane l's burst was told done by its backstop's host function d ns after its signal. */
@@ -184,8 +201,11 @@ ARIG_INTERNAL void est_told(core_t *c, lane_t *l, double d);
 /* Lane l's burst was found done (done) or not yet (!done) bound ns after its signal. */
 ARIG_INTERNAL void est_bound(core_t *c, lane_t *l, double bound, int done);
 /* When lane l's word was written, on CLOCK_MONOTONIC (the GPU's time where it has one, else now);
- * fresh: a spin saw it change just now (the clocks' offset is learned from those only). */
-ARIG_INTERNAL uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now, int fresh);
+ * fresh: a spin saw it change just now (the clocks' offset is learned from those only); *exact
+ * says which of the two it is. */
+ARIG_INTERNAL uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now, int fresh, int *exact);
+/* Learn the clocks' offset from one fresh look: at now, the GPU's raw time was g, about. */
+ARIG_INTERNAL void learn_offset(core_t *c, uint64_t now, uint64_t g);
 /* The native thread's body (pthread_create's start routine). */
 ARIG_INTERNAL void *core_run(void *arg);
 

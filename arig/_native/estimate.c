@@ -31,10 +31,16 @@ double est_peek(core_t *c, uint64_t key) {
     return e->key == key ? e->est : 0;
 }
 
-/* Seen by a spin after d ns: the estimate is good; follow it. */
-void est_hit(core_t *c, lane_t *l, double d) {
+/* Seen by a spin after d ns (or learned from the GPU's own time): the estimate is good; follow it.
+ * A length that moved by more than half a spin jumps there at once where the GPU's time says so
+ * (exact, so one wait teaches it; a kernel whose arguments made it 5x longer took ~15 waits to
+ * follow by averaging, each of them a miss); seen by a spin, it is averaged (the spin's own
+ * timing jitters by a few microseconds). */
+void est_hit(core_t *c, lane_t *l, double d, int exact) {
     est_t *e = est_of(c, l->key);
-    e->est = e->est == 0 ? d : 0.8 * e->est + 0.2 * d;
+    double half = (double)c->spin_ns / 2;
+    int jump = e->est == 0 || (exact && (d > e->est + half || d < e->est - half));
+    e->est = jump ? d : 0.8 * e->est + 0.2 * d;
     e->lo = e->hi = 0;
     e->hits++;
     l->est = e->est;
@@ -98,25 +104,30 @@ void est_bound(core_t *c, lane_t *l, double bound, int done) {
  * followed.  Never from other looks: a look that comes late would make the GPU's times
  * read late, the learned lengths long, the sleeps long and the next looks late again, a state that
  * keeps itself (seen on the H200: every 1 ms kernel found 3 ms late). */
-uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now, int fresh) {
+void learn_offset(core_t *c, uint64_t now, uint64_t g) {
+    int64_t cand = (int64_t)(now - g);
+    if (!c->gpu_cal || cand < c->gpu_off) {
+        c->gpu_off = cand;
+        c->gpu_cal = 1;
+    } else {
+        /* A fresh look is trustworthy (it comes within a microsecond of the release), so follow
+         * it up quickly: the GPU's timer drifts from the host's (on the H200 it runs 32 ppm slow,
+         * 320 us in the 10 s of one benchmark row), which a slow rise would turn into lengths
+         * learned that much short. */
+        c->gpu_off += (cand - c->gpu_off) >> 3;
+    }
+}
+
+uint64_t stamp_of(core_t *c, lane_t *l, uint64_t now, int fresh, int *exact) {
     uint64_t g = c->ops->stamp ? c->ops->stamp(l) : 0;
+    *exact = 0;
     if (!g)
         return now;
-    if (fresh) {
-        int64_t cand = (int64_t)(now - g);
-        if (!c->gpu_cal || cand < c->gpu_off) {
-            c->gpu_off = cand;
-            c->gpu_cal = 1;
-        } else {
-            /* A fresh look is trustworthy (it comes within a microsecond of the release), so follow
-             * it up quickly: the GPU's timer drifts from the host's (on the H200 it runs 32 ppm slow,
-             * 320 us in the 10 s of one benchmark row), which a slow rise would turn into lengths
-             * learned that much short. */
-            c->gpu_off += (cand - c->gpu_off) >> 3;
-        }
-    }
+    if (fresh)
+        learn_offset(c, now, g);
     if (!c->gpu_cal)
         return now;
+    *exact = 1;
     uint64_t s = g + (uint64_t)c->gpu_off;
     return s < now ? s : now;
 }

@@ -37,10 +37,17 @@ typedef struct arig_launch {
     void **extra;
 } arig_launch;
 
-/* What the core keeps for a CUDA device. */
+/* What the core keeps for a CUDA device.  The stamp kernel (arig_cuda_stamps): a one-thread kernel
+ * that writes the GPU's global timer beside the word, {0, t} then {v, t} then the word (each store
+ * made visible to the host before the next), so a reader that sees the same v before and after
+ * reading t has t of v. */
 typedef struct cuda_hw {
     arig_cuda cu;
     void *ctx;
+    void *stamp_fn;             /* the stamp kernel's CUfunction (0: none, every signal a memop) */
+    uint64_t pairs_dev;         /* lane i's pair at pairs_dev + 16 i (device addresses of the host pairs) */
+    volatile uint64_t *cal;     /* the calibration's word and pair (host), at cal_dev on the device */
+    uint64_t cal_dev;
 } cuda_hw;
 
 static inline arig_cuda *cu_of(core_t *c) { return &((cuda_hw *)c->hw)->cu; }
@@ -54,6 +61,35 @@ typedef struct hrec {
 size_t arig_core_sizeof_cuda(void) { return sizeof(arig_cuda); }
 size_t arig_core_sizeof_launch(void) { return sizeof(arig_launch); }
 
+static CUresult launch_stamp(cuda_hw *hw, void *stream, uint64_t word_dev, uint64_t v, uint64_t pair_dev) {
+    void *params[3] = {&word_dev, &v, &pair_dev};
+    return hw->cu.launch_kernel(hw->stamp_fn, 1, 1, 1, 1, 1, 1, 0, stream, params, 0);
+}
+
+/* The pair's time if it holds v whole (0: it does not: another value, or being written). */
+static uint64_t pair_time(const volatile uint64_t *pair, uint64_t v) {
+    uint64_t a = pair[0];
+    atomic_thread_fence(memory_order_acquire);
+    uint64_t t = pair[1];
+    atomic_thread_fence(memory_order_acquire);
+    return a && a == v && pair[0] == a ? t : 0;
+}
+
+#define CAL_SPIN_NS 50000000ull /* a calibration that is not seen in 50 ms (a busy context) is left to spins */
+
+/* Learn the clocks' offset once, before any work: a stamp on lane 0's idle stream, watched by a spin
+ * (a look within a fraction of a microsecond of the write).  Later fresh looks keep it. */
+static void calibrate(core_t *c, cuda_hw *hw) {
+    if (launch_stamp(hw, c->lanes[0].hw, hw->cal_dev, 1, hw->cal_dev + 16))
+        return; /* the first work's signal reports what is wrong */
+    uint64_t end = now_ns() + CAL_SPIN_NS;
+    while (hw->cal[0] != 1 && now_ns() < end && !atomic_load(&c->stop))
+        cpu_relax();
+    uint64_t seen = now_ns(), g = pair_time(hw->cal + 2, 1);
+    if (hw->cal[0] == 1 && g)
+        learn_offset(c, seen, g);
+}
+
 static void cuda_thread_start(core_t *c) {
     cuda_hw *hw = c->hw;
     hw->cu.ctx_set_current(hw->ctx);
@@ -61,6 +97,8 @@ static void cuda_thread_start(core_t *c) {
         int mode = 2; /* CU_STREAM_CAPTURE_MODE_RELAXED: users' global captures stay valid */
         hw->cu.exchange_capture_mode(&mode);
     }
+    if (hw->stamp_fn)
+        calibrate(c, hw);
 }
 
 /* The host function: runs on libcuda's callback thread after the work before it. */
@@ -97,6 +135,13 @@ static int cuda_backstop(core_t *c, lane_t *l, uint64_t v) {
 }
 
 static int cuda_write_signal(core_t *c, lane_t *l, uint64_t v) { return cu_of(c)->write_value64(l->hw, l->hw_addr, v, 0); }
+
+static int cuda_stamp_signal(core_t *c, lane_t *l, uint64_t v) {
+    cuda_hw *hw = c->hw;
+    return launch_stamp(hw, l->hw, l->hw_addr, v, hw->pairs_dev + 16 * (uint64_t)(l - c->lanes));
+}
+
+static uint64_t cuda_stamp(const lane_t *l) { return l->stamp_pair ? pair_time(l->stamp_pair, *l->word) : 0; }
 
 static CUresult cuda_join(arig_cuda *cu, lane_t *l, const item_t *it) {
     void **slot = (void **)(uintptr_t)it->b;
@@ -161,6 +206,21 @@ static const lane_ops CUDA_LANES = {
     .early_backstop = 1,
 };
 
+/* With memory operations and the stamp kernel: long work's signals carry the GPU's time. */
+static const lane_ops CUDA_STAMPED_LANES = {
+    .thread_start = cuda_thread_start,
+    .run_item = cuda_run_item,
+    .launch_key = cuda_launch_key,
+    .signal = cuda_write_signal,
+    .signal_stamped = cuda_stamp_signal,
+    .backstop = cuda_backstop,
+    .check_fault = cuda_check_fault,
+    .stamp = cuda_stamp,
+    .destroy = cuda_destroy,
+    .early_backstop = 1,
+    .backstop_costly = 1,
+};
+
 /* Without them: a host function signals every burst, and tells the loop itself. */
 static const lane_ops CUDA_HOSTFN_LANES = {
     .thread_start = cuda_thread_start,
@@ -192,4 +252,22 @@ core_t *arig_core_create(const arig_cuda *cu, void *ctx, int nlanes, void **stre
         c->lanes[i].hw_addr = word_devs[i];
     }
     return c;
+}
+
+/* Before arig_core_start, on a core with memory operations: signal long work with the stamp kernel
+ * fn(word, v, pair) (a CUfunction of the context).  pairs: 16 bytes per lane (host and device
+ * addresses of mapped memory), cal: 24 more (the calibration's word and pair).  0, or 1 where the
+ * core has no memory operations or has started. */
+int arig_core_cuda_stamps(core_t *c, void *fn, uint64_t pairs, uint64_t pairs_dev, uint64_t cal, uint64_t cal_dev) {
+    if (c->ops != &CUDA_LANES || c->started || !fn)
+        return 1;
+    cuda_hw *hw = c->hw;
+    hw->stamp_fn = fn;
+    hw->pairs_dev = pairs_dev;
+    hw->cal = (volatile uint64_t *)(uintptr_t)cal;
+    hw->cal_dev = cal_dev;
+    for (int i = 0; i < c->nlanes; i++)
+        c->lanes[i].stamp_pair = (volatile uint64_t *)(uintptr_t)(pairs + 16 * (uint64_t)i);
+    c->ops = &CUDA_STAMPED_LANES;
+    return 0;
 }

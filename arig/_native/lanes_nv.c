@@ -165,6 +165,7 @@ static const lane_ops NV_LANES = {
     .backstop = nv_backstop,
     .check_fault = nv_check_fault,
     .stamp = nv_stamp,
+    .signal_stamps = 1,
     .halt = nv_halt,
     .early_backstop = 1,
 };

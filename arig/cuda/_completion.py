@@ -90,6 +90,10 @@ def driver_table(memops: bool) -> _native.CudaTable:
     return table
 
 
+#: The stamp kernel's CUfunction, then its pairs' and calibration's host and device addresses.
+Stamps = tuple[int, int, int, int, int]
+
+
 class JoinSpec(Protocol):
     """A join (``cuda._device._Join``): make the join lane wait for ``stream``'s work so far
     (``record``: an event recorded on it now, kept in ``slot``) or for the event ``slot`` holds."""
@@ -105,20 +109,25 @@ class CudaNativeCompletion(NativeCompletion):
     """The native core under a CUDA device (see the module docstring): items are the core's
     records, run by its thread; a Python fill waits at its place in the ring."""
 
-    def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> None:
+    def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int,
+                 stamps: Stamps | None = None) -> None:  # fmt: skip
         n = len(streams)
+        self.stamped = False
 
         def make(efd: int) -> _native.Core:
-            return _native.Core(
+            core = _native.Core(
                 driver_table(memops), ctx, streams, [words + 8 * q for q in range(n)], [word_dev + 8 * q for q in range(n)],
                 memops, efd, spin_ns=spin_us * 1000, idle_ns=IDLE_SPIN_NS if spin_us else 0,
             )  # fmt: skip
+            self.stamped = stamps is not None and memops and core.cuda_stamps(*stamps)
+            return core
 
         self._start(owner, n, memops, make, join=True)
 
     @property
     def description(self) -> str:
-        return "native core: " + ("GPU-written word, " if self._memops else "host-function-written word, ") + "bounded spin, host-function backstop, eventfd"
+        word = ("GPU-written word" + (" (long work's with the GPU's time), " if self.stamped else ", ")) if self._memops else "host-function-written word, "
+        return "native core: " + word + "bounded spin, host-function backstop, eventfd"
 
     def _error(self, code: int, lane: int, v: int) -> BaseException:
         """The exception of the failure the core found (its code, lane and value)."""
@@ -232,8 +241,9 @@ class PureCompletion:
 
     name = PURE
 
-    def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> None:
-        self._owner = owner
+    def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int,
+                 stamps: Stamps | None = None) -> None:  # fmt: skip
+        self._owner = owner  # stamps: the native core's only (Python sees no word early enough to use them)
         self._memops = memops
         self._lanes = [_PureLane(owner, q, s, words + 8 * q, word_dev + 8 * q, memops, ctx) for q, s in enumerate(streams)]
         self._watchers: list[Watcher] = []
@@ -330,6 +340,8 @@ Completion = CudaNativeCompletion | PureCompletion
 _KINDS: dict[str, type[CudaNativeCompletion] | type[PureCompletion]] = {NATIVE: CudaNativeCompletion, PURE: PureCompletion}
 
 
-def open_completion(engine: Engine, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int) -> Completion:
-    """The completion object of ``engine`` for a CUDA device's lanes (submit thread, at open)."""
-    return _KINDS[engine.name](owner, ctx, streams, words, word_dev, memops, spin_us)
+def open_completion(engine: Engine, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int,
+                    stamps: Stamps | None = None) -> Completion:  # fmt: skip
+    """The completion object of ``engine`` for a CUDA device's lanes (submit thread, at open);
+    ``stamps``: the stamp kernel and its memory (``_native.Core.cuda_stamps``' arguments)."""
+    return _KINDS[engine.name](owner, ctx, streams, words, word_dev, memops, spin_us, stamps)

@@ -29,7 +29,8 @@ from .. import _engine, _log
 from .._errors import ArigTypeError, ArigValueError, OpenError, safe_repr
 from .._backend import Adopts, Backend, WaitsEvents, Wraps
 from . import _abi
-from ._completion import Completion, _fill_result, open_completion
+from . import _stamp
+from ._completion import Completion, Stamps, _fill_result, open_completion
 from .._libc import name_thread
 from .._launchspec import c_arg, fill_address
 from ._items import Copy
@@ -115,6 +116,11 @@ def count() -> int:
         return 0
 
 
+def _pairs_at(lanes: int) -> int:
+    """The offset of the stamp kernel's pairs after ``lanes`` timeline words (16-byte aligned)."""
+    return -(-8 * lanes // 16) * 16
+
+
 class CudaOpener:
     """Opener of GPU ``index`` through libcuda (name ``"CUDA"`` or ``"CUDA:i"``)."""
 
@@ -163,6 +169,7 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         self.ctx = ctx.value
         self._streams: list[int] = []
         self._words = 0
+        self._stamp_module = 0  # the stamp kernel's CUmodule (0: none)
         self._live: dict[int, str] = {}
         self._images: set[int] = set()
         self._modules_of: dict[int, int] = {}  # CUfunction -> CUmodule, for images this device loaded
@@ -283,11 +290,13 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
             self._streams.append(st.value or 0)
         self.queue_handles = self._streams[:n]
         self.join_lane = n
-        # One 8-byte timeline word per lane in pinned, mapped host memory.
+        # One 8-byte timeline word per lane in pinned, mapped host memory, then the stamp kernel's
+        # pairs (16 bytes per lane) and its calibration (32).
         p = c_void_p()
-        check(lib.cuMemHostAlloc(byref(p), 8 * (n + 1), CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc(timeline)")
+        size = _pairs_at(n + 1) + 16 * (n + 1) + 32
+        check(lib.cuMemHostAlloc(byref(p), size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc(timeline)")
         self._words = p.value or 0
-        ctypes.memset(self._words, 0, 8 * (n + 1))
+        ctypes.memset(self._words, 0, size)
         d = c_uint64()
         check(lib.cuMemHostGetDevicePointer_v2(byref(d), self._words, 0), "cuMemHostGetDevicePointer")
         # Stream memory operations let the GPU write the words; without them host functions do.
@@ -295,13 +304,25 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         memops = refused is None and lib.has("cuStreamWriteValue64_v2") and lib.cuStreamWriteValue64_v2(self._streams[0], d.value, 0, 0) == 0
         check(lib.cuStreamSynchronize(self._streams[0]), "cuStreamSynchronize")
         engine = _engine.choose()
-        self.completion = open_completion(engine, self, self.ctx or 0, self._streams, self._words, d.value, memops, opener.spin_us)
+        stamps = self._stamps(n + 1, d.value) if memops and engine.native and _engine.gpu_stamps() else None
+        self.completion = open_completion(engine, self, self.ctx or 0, self._streams, self._words, d.value, memops, opener.spin_us, stamps)
         self._prepare_by_type = self._item_makers(self.completion)
         if not memops:
             _log.fallback(f"{self.name}: completions written by host functions, not by the GPU ({refused or 'the driver has no stream memory operations'})")
         self._facts["stream_memops"] = memops
         self._facts["completion"] = self.completion.description
         self._facts["core"] = engine.why
+
+    def _stamps(self, lanes: int, word_dev: int) -> Stamps | None:
+        """The stamp kernel, loaded in the context, and where its pairs are (None: the driver cannot build it)."""
+        loaded = _stamp.load()
+        if loaded is None:
+            _log.fallback(f"{self.name}: the stamp kernel did not build: long work is learned without the GPU's time")
+            return None
+        self._stamp_module = loaded[0]
+        at = _pairs_at(lanes)
+        cal = at + 16 * lanes
+        return (loaded[1], self._words + at, word_dev + at, self._words + cal, word_dev + cal)
 
     # -- the loop side of submission ------------------------------------------------
     def submitter(self, st: Any, limit: int) -> Any:
@@ -453,8 +474,8 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         if self.completion is not None:
             self.completion.close(idle)
         if not idle:
-            never_free(self._words)
-            self._words = 0
+            never_free(self._words, self._stamp_module)
+            self._words = self._stamp_module = 0
         if CUDA_ERROR_NOT_READY in queried:
             # Work that hung is still running: cuMemFree and the context's last
             # release would wait for it (libcuda synchronizes both), so stop
@@ -480,6 +501,9 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
             self.gpu.release_module(m)
         if self.completion is not None and self.completion.open:
             self.completion.close(True)  # a failed open: nothing was enqueued
+        if self._stamp_module:
+            _stamp.unload(self._stamp_module)
+            self._stamp_module = 0
         if self._words:
             lib.cuMemFreeHost(self._words)
             self._words = 0
