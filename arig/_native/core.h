@@ -105,10 +105,6 @@ typedef struct lane_ops {
     /* Ask for the backstop before a sleep on long work, not only when a spin gives up: the loop then
      * learns of the completion even if the prediction is late (cheap where it is one pushbuffer entry). */
     int early_backstop;
-    /* The backstop costs the host real CPU (a libcuda host function: tens of microseconds on its
-     * callback thread): asked before a sleep only while the work's length is not learned from the
-     * GPU's time (a prediction that exact is caught by the spin; a spin that gives up still asks). */
-    int backstop_costly;
 } lane_ops;
 
 struct core {

@@ -218,7 +218,6 @@ static const lane_ops CUDA_STAMPED_LANES = {
     .stamp = cuda_stamp,
     .destroy = cuda_destroy,
     .early_backstop = 1,
-    .backstop_costly = 1,
 };
 
 /* Without them: a host function signals every burst, and tells the loop itself. */
