@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-import arig
 from arig.testing import faults
 
 from ..serve.batcher import Batcher
