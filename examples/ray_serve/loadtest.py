@@ -132,7 +132,7 @@ class Load:
             self.answered.clear()
             try:
                 await asyncio.wait_for(self.answered.wait(), max(0.0, min(0.5, deadline - time.monotonic())))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         return True
 
@@ -167,7 +167,7 @@ async def run_faults(url: str, *, replicas: int, faults: list[str], concurrency:
                 served_before, failed_before = load.served, sum(load.failed.values())
                 t_fault = time.monotonic()
                 hit = await _inject(client, url, fault, hang_s)
-                replaced = await load.until(lambda: len(load.first_answer) > len(known), fault_timeout)
+                replaced = await load.until(lambda n=len(known): len(load.first_answer) > n, fault_timeout)
                 new = sorted(set(load.first_answer) - known)
                 report["faults"].append({
                     "fault": fault, "replica": hit["replica"], "replacement": new[0] if new else None,
