@@ -151,8 +151,8 @@ async def _inject(client: httpx.AsyncClient, url: str, fault: str, hang_s: float
 
 
 async def run_faults(url: str, *, replicas: int, faults: list[str], concurrency: int = 8, warmup_timeout: float = 60.0,
-                     fault_timeout: float = 90.0, settle_s: float = 1.0, hang_s: float = 10.0) -> dict[str, Any]:
-    """The load, each fault in turn, and the replacement after each; the report."""
+                     fault_timeout: float = 90.0, settle_s: float = 1.0, hang_s: float = 10.0, load_s: float = 0.0) -> dict[str, Any]:
+    """The load (``load_s`` seconds once every replica answered), each fault in turn, and the replacement after each; the report."""
     report: dict[str, Any] = {"replicas": replicas, "concurrency": concurrency, "faults": []}
     async with httpx.AsyncClient(timeout=httpx.Timeout(15.0)) as client:
         load = Load(client, url, concurrency)
@@ -162,6 +162,7 @@ async def run_faults(url: str, *, replicas: int, faults: list[str], concurrency:
             if not await load.until(lambda: len(load.first_answer) >= replicas, warmup_timeout):
                 raise RuntimeError(f"only {sorted(load.first_answer)} of {replicas} replicas answered in {warmup_timeout} s")
             report["warmup_s"] = round(time.monotonic() - t0, 3)
+            await asyncio.sleep(load_s)
             for fault in faults:
                 known = set(load.first_answer)
                 served_before, failed_before = load.served, sum(load.failed.values())
