@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import socket
 import sys
 import tempfile
@@ -55,17 +54,16 @@ def free_port() -> int:
 def start_cluster(num_cpus: int = 2, port: int | None = None) -> str:
     """A local Ray cluster and Serve's proxy on 127.0.0.1; returns the application's base URL.
 
-    The replicas' processes import ``examples`` from this checkout: it goes on
-    the ``PYTHONPATH`` they inherit.
+    The replicas' processes import ``examples`` from this checkout: Ray ships
+    the package to them (``py_modules``), and they import arig as this
+    process does (the installed one, or the ``PYTHONPATH`` they inherit).
     """
     import ray
     from ray import serve
 
-    path = os.environ.get("PYTHONPATH", "")
-    if str(ROOT) not in path.split(os.pathsep):
-        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), path) if p)
     port = port or free_port()
-    ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING", log_to_driver=False,
+             runtime_env={"py_modules": [str(ROOT / "examples")], "excludes": ["__pycache__"]})
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     return f"http://127.0.0.1:{port}{ROUTE}"
 
