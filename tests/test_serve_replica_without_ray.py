@@ -10,6 +10,7 @@ its report.  On the host device, and on the NV device over ``FakeNvrm``
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import struct
 import sys
@@ -25,10 +26,12 @@ if str(ROOT) not in sys.path:
 
 import arig  # noqa: E402
 import arig._native  # noqa: E402
-from arig.testing import FakeNvrm  # noqa: E402
+from arig.testing import FakeCuda, FakeNvrm  # noqa: E402
 from examples.ray_serve import replica_check  # noqa: E402
 from examples.ray_serve.replica import FaultsDisabled, Replica, ReplicaConfig, Unhealthy, parse_device  # noqa: E402
 from examples.serve.model import ATOL, RTOL, inputs, reference, weights  # noqa: E402
+
+pytest_plugins = ["_fake_drivers"]  # the fixture fake_cuda
 
 X = inputs(24, seed=5)
 WANT = reference(weights(), X)
@@ -150,3 +153,29 @@ def test_replica_check_passes_on_the_host_device(tmp_path: Path, capsys: pytest.
     assert [r["fault"] for r in results] == ["loss", "hang"] and all(r["passed"] for r in results)
     assert 0.2 <= results[1]["unhealthy_after_s"] < 2.0
     assert capsys.readouterr().out.count("PASS") == 2
+
+
+def _saxpy_on_host_memory(args: bytes) -> None:
+    """saxpy(float a, const float *x, float *y, int n) over FakeCuda's memory, which is the process's."""
+    a, x, y, n = struct.unpack("<f4xQQi", args)
+    xs = np.ctypeslib.as_array((ctypes.c_float * n).from_address(x))
+    ys = np.ctypeslib.as_array((ctypes.c_float * n).from_address(y))
+    ys += np.float32(a) * xs
+
+
+@pytest.mark.asyncio
+async def test_the_kernel_model_on_a_cuda_device_answers_and_reports_its_loss(fake_cuda: FakeCuda, monkeypatch: pytest.MonkeyPatch) -> None:
+    import arig.cuda
+
+    monkeypatch.setattr(arig.cuda, "shipped_image", lambda: fake_cuda.image(saxpy=(_saxpy_on_host_memory, (4, 8, 8, 4))))
+    replica = Replica(ReplicaConfig(device="cuda:0", model="kernels", debug_faults=True), name="k1")
+    await replica.start()
+    try:
+        assert replica.device == "cuda:0" and replica.batcher is not None and replica.batcher.max_batch == 8
+        _verified(await _answers(replica))
+        await replica.inject("loss")
+        with pytest.raises(Unhealthy, match="k1: device cuda:0 lost"):
+            replica.check_health()
+    finally:
+        await replica.stop()
+    assert replica.runner.stopped

@@ -59,7 +59,8 @@ class ArigModel:
         if path.endswith("/infer") and request.method == "POST":
             return await self._infer(request)
         if path.endswith("/healthz"):
-            return JSONResponse(self.replica.stats(), status_code=200 if self.replica.stats()["lost"] is None else 503)
+            stats = self.replica.stats()
+            return JSONResponse(stats, status_code=200 if stats["lost"] is None else 503)
         if path.endswith(("/debug/lose", "/debug/hang")) and request.method == "POST":
             what = "loss" if path.endswith("/lose") else "hang"
             try:

@@ -57,7 +57,7 @@ async def check(device: str, fault: str, *, requests: int = 64, model: str = "au
         out["mismatches"] = sum(not np.allclose(y, w, rtol=RTOL, atol=ATOL) for y, w in zip(ys, want))
         replica.check_health()
         out["healthy_before"] = True
-        await asyncio.wait_for(replica.inject(fault, seconds=max(10.0, 4 * hang_ms / 1000)), step_timeout)
+        await asyncio.wait_for(replica.inject(fault, seconds=4 * hang_ms / 1000), step_timeout)  # a stall well past hang_ms, short at stop
         out["unhealthy_after_s"] = round(await _unhealthy_within(replica, health_timeout), 4)
         try:
             await asyncio.wait_for(replica.infer(x[0]), step_timeout)
