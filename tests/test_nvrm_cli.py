@@ -115,7 +115,7 @@ def test_bad_arguments(argv: list[str]) -> None:
 
 def test_info_rows(two_gpus: None) -> None:
     rows = _top.info_rows()
-    assert rows[0] == {"index": 0, "device": "NV", "bus": "0000:00:06.0", "visible_index": 0,
+    assert rows[0] == {"physical_index": 0, "device": "NV", "bus": "0000:00:06.0", "visible_index": 0,
                        "visible_by": "every GPU in PCI bus order (CUDA_VISIBLE_DEVICES is unset)",
                        "name": "NVIDIA H200", "arch": "sm_90", "hang_ms": None}
     assert rows[1]["device"] == "NV:1" and "not active" in rows[1]["error"]

@@ -132,7 +132,7 @@ def test_an_open_beyond_the_visible_gpus_is_refused_saying_why(three: FakeNvrm, 
 def test_info_shows_the_visible_and_the_physical_numbering(three: FakeNvrm, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV, "2,0")
     rows = info._nv_rows()
-    assert [(r["device"], r["visible_index"], r["index"], r["bus"], r["uuid"]) for r in rows] == [
+    assert [(r["device"], r["visible_index"], r["physical_index"], r["bus"], r["uuid"]) for r in rows] == [
         ("NV", 0, 2, three.buses[2], UUIDS[2]),
         ("NV:1", 1, 0, three.buses[0], UUIDS[0]),
         ("NV (physical 1, not visible)", None, 1, three.buses[1], UUIDS[1]),

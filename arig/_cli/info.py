@@ -47,8 +47,8 @@ def _nv_rows() -> list[dict[str, Any]]:
     """Each GPU the kernel driver holds, the visible ones first; where there is none, one row saying why.
 
     A row has both numberings: ``visible_index`` (``arig.nvrm.gpu(i)``'s and
-    CUDA's, under ``CUDA_VISIBLE_DEVICES``) and ``index`` with ``bus`` and
-    ``uuid`` (the physical GPU, as nvidia-smi numbers it).
+    CUDA's, under ``CUDA_VISIBLE_DEVICES``) and ``physical_index`` with ``bus`` and
+    ``uuid`` (the GPU on the machine, as nvidia-smi numbers it).
     """
     from ..nvrm._top import info_rows
 

@@ -45,7 +45,7 @@ def _visible_order(found: list[str]) -> tuple[list[int], str]:
 def info_rows() -> list[dict[str, Any]]:
     """One dict of :func:`arig.nvrm.describe` facts per GPU: the visible GPUs first, in visible order.
 
-    ``index`` is the physical index (nvidia-smi's, :func:`arig.nvrm.describe`'s),
+    ``physical_index`` is the GPU's index on the machine (nvidia-smi's, :func:`arig.nvrm.describe`'s),
     ``visible_index`` the one ``arig.nvrm.gpu(i)`` and CUDA take (None for a GPU
     ``CUDA_VISIBLE_DEVICES`` hides), ``visible_by`` what made it so.
     """
@@ -56,7 +56,7 @@ def info_rows() -> list[dict[str, Any]]:
     for i in sorted(range(len(found)), key=lambda p: (rank.get(p, len(found)), p)):
         v = rank.get(i)
         device = nvrm.gpu(v).name if v is not None else f"NV (physical {i}, not visible)"
-        row: dict[str, Any] = {"index": i, "visible_index": v, "visible_by": by, "device": device, "bus": found[i]}
+        row: dict[str, Any] = {"physical_index": i, "visible_index": v, "visible_by": by, "device": device, "bus": found[i]}
         try:
             row.update(nvrm.describe(i))
         except ArigError as e:
