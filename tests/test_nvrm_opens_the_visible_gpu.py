@@ -144,3 +144,9 @@ def test_info_says_when_the_variable_is_refused(three: FakeNvrm, monkeypatch: py
     monkeypatch.setenv(ENV, "MIG-1")
     rows = info._nv_rows()
     assert len(rows) == 3 and all(r["visible_index"] is None and re.search("MIG instance", r["visible_by"]) for r in rows)
+
+
+def test_a_gpu_whose_uuid_cannot_be_read_matches_no_uuid_and_the_message_says_so() -> None:
+    seen = parse("GPU-2233,GPU-1111", 3, lambda i: None if i == 0 else UUIDS[i])
+    assert seen.physical == (2,)
+    assert seen.cut is not None and "entry 2, 'GPU-1111', matches no GPU's UUID (the UUIDs of GPUs [0] could not be read)" in seen.cut
