@@ -87,8 +87,11 @@ class ArigModel:
             return JSONResponse({"error": str(exc), "replica": name}, status_code=503)
         return JSONResponse({"y": y.tolist(), "replica": name})
 
-    def check_health(self) -> None:
-        """Serve's health check: raises once the device is lost or stopped, and Serve replaces the replica."""
+    async def check_health(self) -> None:
+        """Serve's health check: raises once the device is lost or stopped, and Serve replaces the replica.
+
+        Async, so that it runs on the replica's loop, where the device lives, even where Serve runs
+        sync methods in a thread pool."""
         self.replica.check_health()
 
     async def __del__(self) -> None:
