@@ -179,3 +179,9 @@ async def test_the_kernel_model_on_a_cuda_device_answers_and_reports_its_loss(fa
     finally:
         await replica.stop()
     assert replica.runner.stopped
+
+
+@pytest.mark.asyncio
+async def test_an_unknown_model_is_refused_before_any_device_opens() -> None:
+    with pytest.raises(ValueError, match="model must be 'auto', 'torch' or 'kernels', not 'onnx'"):
+        await Replica(ReplicaConfig(device="host", model="onnx")).start()

@@ -40,6 +40,8 @@ from ..serve.model import IN
 __all__ = ["ReplicaConfig", "Replica", "Unhealthy", "FaultsDisabled", "parse_device"]
 
 KINDS = ("host", "cuda", "nv")
+#: The saxpy model's largest batch: a row costs about 190 launches.
+KERNEL_MAX_BATCH = 8
 
 
 class Unhealthy(RuntimeError):
@@ -86,31 +88,39 @@ def _auto_device() -> str:
         return "host"
 
 
-def _make_runner(cfg: ReplicaConfig, kind: str, index: int) -> Any:
-    slots, max_batch = cfg.max_inflight, cfg.max_batch
+def _model_for(kind: str, model: str) -> str:
+    """Which model serves on ``kind``: "numpy" (host), "kernels" (nv; cuda without PyTorch or when asked), "torch"."""
+    if model not in ("auto", "torch", "kernels"):
+        raise ValueError(f"model must be 'auto', 'torch' or 'kernels', not {model!r}")
     if kind == "host":
-        from ..serve.host_runners import ArigHost
-
-        return ArigHost(hang_ms=cfg.hang_ms)
-    from .kernel_runner import ArigKernels
-
+        return "numpy"
     if kind == "nv":
-        import arig.nvrm
-
-        return ArigKernels(arig.nvrm.gpu(index), f"nv:{index}", slots=slots, max_batch=max_batch)
-    model = cfg.model
+        return "kernels"
     if model == "auto":
         import importlib.util
 
-        model = "torch" if importlib.util.find_spec("torch") is not None else "kernels"
+        return "torch" if importlib.util.find_spec("torch") is not None else "kernels"
+    return model
+
+
+def _make_runner(cfg: ReplicaConfig, kind: str, index: int, model: str) -> Any:
+    slots, max_batch = cfg.max_inflight, cfg.max_batch
+    if model == "numpy":
+        from ..serve.host_runners import ArigHost
+
+        return ArigHost(hang_ms=cfg.hang_ms)
     if model == "torch":
         from ..serve.cuda_runners import ArigCuda
 
         runner = ArigCuda(index, slots=slots, max_batch=max_batch)
         runner.hang_ms = cfg.hang_ms
         return runner
-    if model != "kernels":
-        raise ValueError(f"model must be 'auto', 'torch' or 'kernels', not {model!r}")
+    from .kernel_runner import ArigKernels
+
+    if kind == "nv":
+        import arig.nvrm
+
+        return ArigKernels(arig.nvrm.gpu(index), f"nv:{index}", slots=slots, max_batch=max_batch)
     import arig.cuda
 
     return ArigKernels(arig.cuda.gpu(index, hang_ms=cfg.hang_ms), f"cuda:{index}", slots=slots, max_batch=max_batch)
@@ -137,10 +147,10 @@ class Replica:
         if spec.strip().lower() == "auto":
             spec = await asyncio.to_thread(_auto_device)
         kind, index = parse_device(spec)
-        cfg = self.cfg
-        if kind != "host":  # a GPU's runner preallocates per batch: keep batches of the kernel model small
-            cfg = cfg if kind == "cuda" and cfg.model == "torch" else ReplicaConfig(**{**asdict(cfg), "max_batch": min(cfg.max_batch, 8)})
-        runner = _make_runner(cfg, kind, index)
+        cfg, model = self.cfg, _model_for(kind, self.cfg.model)
+        if model == "kernels":  # launches per row: keep its batches small
+            cfg = ReplicaConfig(**{**asdict(cfg), "max_batch": min(cfg.max_batch, KERNEL_MAX_BATCH)})
+        runner = _make_runner(cfg, kind, index, model)
         await runner.start()
         self.runner = runner
         self.batcher = Batcher(runner, self.metrics, max_batch=cfg.max_batch, max_wait_ms=cfg.max_wait_ms, max_queue=cfg.max_queue, max_inflight=cfg.max_inflight)
