@@ -20,7 +20,9 @@ The rules are CUDA's:
   the variable asked for.
 
 UUIDs are asked of the driver (:func:`arig.nvrm.describe`) only when an entry
-is one, so the common forms (unset, indexes) read sysfs alone.  Blocking
+is one, so the common forms (unset, indexes; Ray sets indexes) read sysfs
+alone.  A UUID entry reads every GPU's UUID, which opens each GPU's file for
+the process, as CUDA's own initialization does.  Blocking
 (driver calls): never on the event loop; the device's opener calls it on its
 submit thread, the CLI from its own.
 """
