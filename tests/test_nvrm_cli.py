@@ -26,7 +26,8 @@ def no_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def two_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two GPUs; the second cannot be read (suspended)."""
+    """Two GPUs; the second cannot be read (suspended).  Every GPU visible, whatever the caller's environment."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     buses = ["0000:00:06.0", "0000:00:07.0"]
 
     def usage(i: int, window: float = 1.0) -> Usage:
@@ -114,7 +115,8 @@ def test_bad_arguments(argv: list[str]) -> None:
 
 def test_info_rows(two_gpus: None) -> None:
     rows = _top.info_rows()
-    assert rows[0] == {"index": 0, "device": "NV", "bus": "0000:00:06.0",
+    assert rows[0] == {"physical_index": 0, "device": "NV", "bus": "0000:00:06.0", "visible_index": 0,
+                       "visible_by": "every GPU in PCI bus order (CUDA_VISIBLE_DEVICES is unset)",
                        "name": "NVIDIA H200", "arch": "sm_90", "hang_ms": None}
     assert rows[1]["device"] == "NV:1" and "not active" in rows[1]["error"]
 

@@ -44,7 +44,12 @@ def _cuda_rows() -> list[dict[str, Any]]:
 
 
 def _nv_rows() -> list[dict[str, Any]]:
-    """Each GPU the kernel driver holds; where there is none, one row saying why."""
+    """Each GPU the kernel driver holds, the visible ones first; where there is none, one row saying why.
+
+    A row has both numberings: ``visible_index`` (``arig.nvrm.gpu(i)``'s and
+    CUDA's, under ``CUDA_VISIBLE_DEVICES``) and ``physical_index`` with ``bus`` and
+    ``uuid`` (the GPU on the machine, as nvidia-smi numbers it).
+    """
     from ..nvrm._top import info_rows
 
     try:
@@ -53,7 +58,7 @@ def _nv_rows() -> list[dict[str, Any]]:
         return [{"device": "NV", "missing": str(exc)}]
     if not found:
         return [{"device": "NV", "missing": "no NVIDIA GPU on this machine (none in the PCI tree)"}]
-    return [{"device": arig.nvrm.gpu(i).name, "path": "kernel driver (no libcuda): arig.nvrm.gpu(i)", **row} for i, row in enumerate(found)]
+    return [{"device": row["device"], "path": "kernel driver (no libcuda): arig.nvrm.gpu(visible_index)", **row} for row in found]
 
 
 def gather() -> list[dict[str, Any]]:

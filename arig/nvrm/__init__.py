@@ -27,12 +27,12 @@ import anyio.to_thread
 
 from arig._errors import ArigValueError, OpenError, safe_repr
 from arig.device import Backend
-from arig.nvrm import _rm, _sysfs, abi
+from arig.nvrm import _rm, _sysfs, _visible, abi
 from arig.nvrm._launch import Launch, pack, shipped_image
 from arig.nvrm._device import Dmabuf
 from arig.nvrm._params import DriverError, NoGpuError, PinRefused, RmError, Usage
 
-__all__ = ["buses", "count", "usage", "usage_async", "describe", "gpu", "NvOpener", "Launch", "pack", "shipped_image", "Dmabuf", "abi", "PinRefused",
+__all__ = ["buses", "count", "visible", "usage", "usage_async", "describe", "gpu", "NvOpener", "Launch", "pack", "shipped_image", "Dmabuf", "abi", "PinRefused",
            "Usage", "RmError", "DriverError", "NoGpuError"]
 
 
@@ -82,6 +82,20 @@ def buses() -> list[str]:
 def count() -> int:
     """The number of NVIDIA GPUs (0 on a machine without one)."""
     return len(buses())
+
+
+def visible() -> list[int]:
+    """The physical indexes (into :func:`buses`) of the GPUs ``CUDA_VISIBLE_DEVICES`` makes visible, in visible order.
+
+    ``gpu(i)`` opens ``buses()[visible()[i]]``.  Unset: every GPU in bus
+    order; ``""``: none; otherwise the listed indexes and ``GPU-<uuid>``
+    (full or a unique prefix), the list ending at the first entry that
+    names no GPU, as CUDA reads it (see :mod:`arig.nvrm._visible`).  Raises
+    ValueError for a ``MIG-`` entry.  :func:`count`, :func:`usage` and
+    :func:`describe` number GPUs physically, as nvidia-smi does.  Blocking
+    (it may ask the driver for UUIDs): not on the event loop.
+    """
+    return list(_visible.resolve(buses()).physical)
 
 
 def _bus_of(i: int) -> str:
@@ -137,7 +151,10 @@ def describe(i: int) -> Mapping[str, object]:
 
 
 class NvOpener:
-    """The opener of GPU ``index`` through NVIDIA's kernel driver (no libcuda).
+    """The opener of visible GPU ``index`` through NVIDIA's kernel driver (no libcuda).
+
+    ``index`` counts the GPUs ``CUDA_VISIBLE_DEVICES`` makes visible, read
+    when the device opens, as CUDA counts them (:func:`visible`).
 
     ``make`` runs on the new device's submit thread: it makes (once for the
     process) the driver client, UVM and the address reservation, (once per
@@ -158,23 +175,26 @@ class NvOpener:
         """The device's backend; OpenError if there is no GPU ``index`` (saying how many), or the driver refuses."""
         try:
             found = buses()
+            seen = _visible.resolve(found)
         except DriverError as e:
             raise OpenError(f"{self.name}: {e}") from e
-        if self.index >= len(found):
-            plural = "" if len(found) == 1 else "s"
-            raise OpenError(f"cannot open {self.name}: no GPU {self.index}: this machine has {len(found)} NVIDIA GPU{plural}")
+        except ArigValueError as e:
+            raise OpenError(f"cannot open {self.name}: {e}") from e
+        if self.index >= len(seen.physical):
+            raise OpenError(f"cannot open {self.name}: no GPU {self.index}: {seen.describe(len(found))}")
+        bus = found[seen.physical[self.index]]
         from arig.nvrm._device import open_backend  # noqa: PLC0415 - the driver path loads on first open
 
         try:
-            return open_backend(self.name, found[self.index])
+            return open_backend(self.name, bus)
         except OpenError:
             raise
         except (DriverError, RmError) as e:
-            raise OpenError(f"cannot open {self.name} ({found[self.index]}): {e}") from e
+            raise OpenError(f"cannot open {self.name} ({bus}): {e}") from e
 
 
 def gpu(i: int) -> NvOpener:
-    """The opener of GPU ``i``, named "NV" for 0 and "NV:i" otherwise.
+    """The opener of visible GPU ``i`` (see :func:`visible`), named "NV" for 0 and "NV:i" otherwise.
 
     Raises ValueError if ``i`` is not an int >= 0.
     """

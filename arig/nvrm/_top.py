@@ -18,7 +18,8 @@ import time
 from typing import Any, TextIO
 
 from arig import nvrm
-from arig._errors import ArigError
+from arig._errors import ArigError, ArigValueError
+from arig.nvrm import _visible
 from arig.nvrm._params import NoGpuError
 
 __all__ = ["main", "info_rows", "snapshot", "render"]
@@ -29,11 +30,33 @@ _MEM_BAR = 20
 _GIB = 1024**3
 
 
+def _visible_order(found: list[str]) -> tuple[list[int], str]:
+    """The physical indexes CUDA_VISIBLE_DEVICES makes visible, in order, and what made them so."""
+    try:
+        seen = _visible.resolve(found)
+    except ArigValueError as e:
+        return [], f"none: {e}"
+    if seen.setting is None:
+        return list(seen.physical), f"every GPU in PCI bus order ({_visible.ENV} is unset)"
+    cut = "" if seen.cut is None else f" ({seen.cut})"
+    return list(seen.physical), f"{_visible.ENV}={seen.setting!r}{cut}"
+
+
 def info_rows() -> list[dict[str, Any]]:
-    """One dict of :func:`arig.nvrm.describe` facts per GPU, index and device first."""
+    """One dict of :func:`arig.nvrm.describe` facts per GPU: the visible GPUs first, in visible order.
+
+    ``physical_index`` is the GPU's index on the machine (nvidia-smi's, :func:`arig.nvrm.describe`'s),
+    ``visible_index`` the one ``arig.nvrm.gpu(i)`` and CUDA take (None for a GPU
+    ``CUDA_VISIBLE_DEVICES`` hides), ``visible_by`` what made it so.
+    """
+    found = nvrm.buses()
+    order, by = _visible_order(found)
+    rank = {p: v for v, p in enumerate(order)}
     rows: list[dict[str, Any]] = []
-    for i, bus in enumerate(nvrm.buses()):
-        row: dict[str, Any] = {"index": i, "device": nvrm.gpu(i).name, "bus": bus}
+    for i in sorted(range(len(found)), key=lambda p: (rank.get(p, len(found)), p)):
+        v = rank.get(i)
+        device = nvrm.gpu(v).name if v is not None else f"NV (physical {i}, not visible)"
+        row: dict[str, Any] = {"physical_index": i, "visible_index": v, "visible_by": by, "device": device, "bus": found[i]}
         try:
             row.update(nvrm.describe(i))
         except ArigError as e:

@@ -123,13 +123,14 @@ class ArigCuda(_OnGpu, ArigRunner):
     server = "arig"
     how = "torch ops on a torch.cuda.Stream; q = dev.adopt(stream); await dev.wait(await dev.submit(None, queue=q))"
     queue: Any = None
+    hang_ms: int | None = None  # arig.cuda.gpu's: pending work without progress this long loses the device
 
     async def start(self) -> None:
         import arig
         import arig.cuda
 
         self.model = TorchMLP(self.index, self.slots, self.max_batch)  # torch first: arig joins its primary context
-        self.dev = await arig.open(arig.cuda.gpu(self.index), stop_timeout=10.0)
+        self.dev = await arig.open(arig.cuda.gpu(self.index, hang_ms=self.hang_ms), stop_timeout=10.0)
         try:
             self.queue = self.dev.adopt(self.model.stream)
             await self.infer(np.zeros((1, IN), np.float32))  # warm-up: cuBLAS on this thread and stream, and the adopted queue

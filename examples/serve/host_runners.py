@@ -41,8 +41,12 @@ class ArigHost(_OnHost, ArigRunner):
     server = "arig"
     how = "fill enqueues forward(x, out) on the host device's worker; v = await dev.submit(fill, arg); await dev.wait(v)"
 
+    def __init__(self, *, hang_ms: int | None = None) -> None:
+        super().__init__()
+        self.hang_ms = hang_ms  # the device is lost once pending work makes no progress this long (None: never)
+
     async def start(self) -> None:
-        self.dev = await arig.open(arig.host.cpu(), stop_timeout=10.0)
+        self.dev = await arig.open(arig.host.cpu(hang_ms=self.hang_ms), stop_timeout=10.0)
 
     async def infer(self, x: np.ndarray) -> np.ndarray:
         out = np.empty((len(x), OUT), np.float32)

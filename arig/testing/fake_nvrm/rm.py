@@ -16,7 +16,7 @@ from ...nvrm import _exec_params
 from ...nvrm import _fd
 from ...nvrm import _params
 from ...nvrm import _push
-from .state import _ENGINES, HOPPER_CLASSES, REAL, _Channel, _File, _Obj, _Refused, _State, _status, uuid_text
+from .state import _ENGINES, HOPPER_CLASSES, REAL, _Channel, _File, _Obj, _Refused, _State, _status
 
 __all__ = ["Rm"]
 
@@ -249,7 +249,7 @@ class Rm(_State):
             p.architecture, p.implementation = 0x180, 0
         elif cmd == _params.CTRL_GPU_GET_GID_INFO:
             p = params(_params.GidInfo, _exec_params.NV20_SUBDEVICE_0)
-            uuid = uuid_text(self.objects[o.parent].gpu)  # o is a subdevice: its parent, the device, knows the GPU
+            uuid = self.uuids[self.objects[o.parent].gpu]  # o is a subdevice: its parent, the device, knows the GPU
             if p.flags == _exec_params.GID_FLAGS_BINARY_SHA1:
                 raw = bytes.fromhex(uuid[4:].replace("-", ""))
             else:

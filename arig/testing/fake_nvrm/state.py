@@ -10,7 +10,7 @@ import bisect
 import itertools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -153,8 +153,12 @@ class _State:
     """What every part of the fake shares, and the bookkeeping on it."""
 
     def __init__(self, gpus: int = 1, *, release: str = "580.159.04", name: str = "NVIDIA H200",
-                 memory_kib: int = 147_221_504, acquire_timeout: float = 10.0) -> None:
+                 memory_kib: int = 147_221_504, acquire_timeout: float = 10.0, uuids: Sequence[str] | None = None) -> None:
         self.buses = [f"0000:{0x06 + i:02x}:00.0" for i in range(gpus)]
+        # Each GPU's UUID ("GPU-" and 32 hex digits in 8-4-4-4-12): uuid_text's unless given.
+        self.uuids = [uuid_text(i) for i in range(gpus)] if uuids is None else list(uuids)
+        if len(self.uuids) != gpus:
+            raise ValueError(f"{gpus} GPUs need {gpus} UUIDs, got {len(self.uuids)}")
         self.release, self.name, self.memory_kib, self.acquire_timeout = release, name, memory_kib, acquire_timeout
         self.watchdog = 0x5  # not running: hang_ms 30000
         self.log: list[Call] = []
