@@ -104,6 +104,10 @@ step "the example server under load on cuda:0 against the run_in_executor baseli
 run serve_bench 170 $(( BENCH_MIN + 10 )) python3 -m examples.serve.bench --device cuda:0 --levels 64,256 --requests 6000 --clients 4 --max-seconds 12 --out "$OUT/serve"
 step "the pytest plugin: its example file, its tests and fault injection on this GPU"
 run plugin_example 90 $(( BENCH_MIN + 10 )) python3 -m pytest -q -p arig.testing.plugin examples/test_with_arig.py tests/test_testing_faults.py tests/test_testing_plugin.py -rfEs -p no:cacheprovider
+step "the Ray Serve replica's own code path, without Ray (examples.ray_serve.replica_check): cuda:0 (torch model, then the kernels model) and nv:0"
+run replica_cuda 60 $(( BENCH_MIN + 10 )) python3 -m examples.ray_serve.replica_check --device cuda:0
+run replica_cuda_kernels 60 $(( BENCH_MIN + 10 )) python3 -m examples.ray_serve.replica_check --device cuda:0 --model kernels
+run replica_nv 60 $(( BENCH_MIN + 10 )) python3 -m examples.ray_serve.replica_check --device nv:0
 step "the native core's counters and CPU per thread (scripts/probe_latency.py)"
 run probe 60 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py
 step "the NV device on the native core: its counters, CPU per thread, GPU-to-resume times; the GPU timer's rate (scripts/probe_latency.py --device nv, scripts/probe_nv_timer.py)"
