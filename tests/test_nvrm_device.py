@@ -24,7 +24,7 @@ from arig.nvrm import _qmd as q
 from arig.nvrm._faults import NvChannelError
 from arig.nvrm._images import LoadedKernel, kernel_of, register, unregister
 from arig.nvrm._launch import LOCAL_BYTES_PER_THREAD, Launch, launch_words
-from arig.nvrm._staging import Slots, copy_chunks
+from arig.nvrm._staging import NvCopy, copy_chunks
 
 DATA = Path(__file__).resolve().parent / "data" / "nv"
 CUBIN = _cubin.parse((DATA / "probe.sm_90.cubin").read_bytes())
@@ -274,17 +274,20 @@ def test_queue_launch_refuses_other_devices_kernels(queue: Any, axpy: int) -> No
 
 
 def test_backend_copies_every_kind_and_refuses_bad_submissions(axpy: int) -> None:
+    """A copy of any kind is one item of the core (the native thread runs it): no Python fill, no submit thread."""
     b = object.__new__(_device.NvBackend)
     b.name = "NV"
-    b.staging = object()  # type: ignore[assignment]
+    b.staging = object.__new__(_staging.Staging)
     for kind in _device.KINDS:
         buf = arig.Buffer("NV", kind, 0x10_0000_0000, 64, lambda: None)
         a = np.arange(4, dtype=np.float32)
         fill, arg = b.copy_fill(buf, a, True)
-        assert fill is _staging._upload_fill and arg[0] is b.staging and arg[1] == 0x10_0000_0000
-        assert arg[2].dtype == np.uint8 and arg[2].nbytes == 16 and np.shares_memory(arg[2], a)
-        fill, _ = b.copy_fill(buf, a, False)
-        assert fill is _staging._download_fill
+        assert type(fill) is NvCopy and arg is None
+        assert b.prepare(fill, arg) == (arig._native.H2D, 0x10_0000_0000, a.ctypes.data, 16)
+        fill, arg = b.copy_fill(buf, a, False)
+        assert b.prepare(fill, arg) == (arig._native.D2H, a.ctypes.data, 0x10_0000_0000, 16)
+        with pytest.raises(ArigValueError, match="no arg"):
+            b.prepare(fill, 1)
     launch = Launch(axpy, 1, 32, args_of(1.0, 0, 0, 0))
     with pytest.raises(ArigValueError, match="no arg"):
         b.prepare(launch, 1)
@@ -322,18 +325,6 @@ def test_copy_chunks_cover_the_copy_in_order() -> None:
     for bad in ((-1, 16), (16, 0)):
         with pytest.raises(ArigValueError):
             copy_chunks(*bad)
-
-
-def test_staging_slots_go_round_robin_and_remember_their_submission() -> None:
-    s = Slots(3, 64)
-    assert [s.take() for _ in range(3)] == [(0, 0), (1, 0), (2, 0)]
-    s.used(0, 5)
-    s.used(1, 7)
-    assert s.take() == (0, 5) and s.take() == (1, 7) and s.offset(2) == 128
-    s.used(1, 6)  # never goes back
-    assert s.seq[1] == 7
-    with pytest.raises(ArigValueError):
-        Slots(0, 64)
 
 
 def test_wait_words_are_an_acquire_without_the_tsg_switch() -> None:
@@ -510,6 +501,45 @@ def test_staging_round_trip_through_a_cpu_copy_engine(pair: Any, nbytes: int) ->
     finally:
         engine.halt.set()
         engine.join()
+
+
+@needs_native
+def test_staging_slots_are_reused_only_once_the_gpu_is_done_with_them(pair: Any) -> None:
+    """Four slots: an upload of five chunks fills slots 0-3, then waits for the GPU to finish submission 1
+    (slot 0's copy) before it memcpys the fifth chunk into slot 0."""
+    _, kq, _, _, base, _ = pair
+    area = base + (4 << 20)
+    staging = _staging.Staging(kq, _rm.Mem("staging", 0, area, 4 * 4096, True, _rm.Undo()), 4)
+    data = np.random.default_rng(5).integers(0, 256, 5 * 4096, dtype=np.uint8)
+    done = threading.Event()
+
+    def upload() -> None:
+        staging.stage_in(base + (5 << 20), data)
+        done.set()
+
+    th = threading.Thread(target=upload)
+    th.start()
+    try:
+        deadline = time.monotonic() + 10
+        while kq.seq < 4 and time.monotonic() < deadline:
+            time.sleep(1e-3)
+        assert kq.seq == 4 and not done.is_set()  # no copy engine ran: slot 0 is still the GPU's
+        assert ctypes.string_at(area, 4 * 4096) == data[: 4 * 4096].tobytes()
+        _progress(kq, 1)
+    finally:
+        th.join(10)
+    assert done.is_set() and kq.seq == 5
+    assert ctypes.string_at(area, 4096) == data[4 * 4096 :].tobytes()
+
+
+@needs_native
+def test_a_copy_without_a_staging_area_is_refused(pair: Any) -> None:
+    cq, kq, _, _, base, _ = pair
+    staging = object.__new__(_staging.Staging)
+    staging.queue, staging._lib = cq, cq._lib  # no arig_nv_staging: the pair has no staging area
+    with pytest.raises(ArigValueError, match="an upload: a bad argument"):
+        staging.stage_in(base + (5 << 20), np.zeros(8, np.uint8))
+    assert kq.seq == 0
 
 
 @needs_native
