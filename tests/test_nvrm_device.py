@@ -259,6 +259,30 @@ def test_a_wait_for_the_gpu_ends_on_a_channel_error(queue: Any) -> None:
     assert time.monotonic() - t0 < 1.0
 
 
+def test_launches_of_one_shape_share_a_template_but_never_each_others_arguments(axpy: int) -> None:
+    """A Launch copies a template of its shape (bank 0 and the QMD, built once) and writes its own arguments:
+    every slot image is the one built from scratch, whatever launch of that shape came before."""
+    from arig.nvrm._images import kernel_of
+
+    loaded = kernel_of(axpy)
+    assert loaded is not None
+    k = loaded.kernel
+
+    def from_scratch(grid: int, params: bytes) -> bytes:
+        cb0 = q.cbank0(k, (grid, 1, 1), (256, 1, 1), params + bytes(k.param_size - len(params)), shared_window=pb.SHARED_WINDOW, local_window=pb.LOCAL_WINDOW)
+        off = -(-len(cb0) // 256) * 256
+        fields = q.kernel_qmd(k, grid=(grid, 1, 1), block=(256, 1, 1), program_address=loaded.program_address, cbank0_address=0, cbank0_size=len(cb0), shared_bytes=0)
+        image = bytearray(-(-(off + q.QMD_BYTES) // 256) * 256)
+        image[: len(cb0)] = cb0
+        image[off : off + q.QMD_BYTES] = q.pack(fields)
+        return bytes(image)
+
+    for grid, a in ((4, 2.5), (4, -1.0), (9, 3.0), (4, 7.0)):
+        params = args_of(a, 0x10_0040_0000 + grid, 0x10_0060_0000, 1000 + grid)
+        launch = Launch(axpy, grid, 256, params)
+        assert launch.slot_image(0) == from_scratch(grid, params), (grid, a)
+
+
 @needs_native
 def test_queue_launch_refuses_other_devices_kernels(queue: Any, axpy: int) -> None:
     nq = queue[0]
