@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
-from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -20,24 +19,14 @@ import numpy as np
 import pytest
 
 import arig
-import arig._native
 import arig.nvrm as nvrm
 from arig.testing import FakeNvrm
 
 pytestmark = pytest.mark.asyncio
+pytest_plugins = ["_fake_drivers"]  # the fixture fake_nv
 
 T = 10.0
 SIZES = (1, 4096, (1 << 20) + 3, (16 << 20) + 5)  # the last crosses a staging slot (16 MiB)
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeNvrm]:
-    if arig._native.library() is None:
-        pytest.skip(f"the NV device needs the native core, not in use here: {arig._native.status()}")
-    f = FakeNvrm()
-    with f.installed():
-        yield f
-    assert f.violations == []
 
 
 class SubmitThreadCalls:
@@ -67,7 +56,7 @@ async def _round_trip(dev: arig.Device, buf: arig.Buffer, nbytes: int, seed: int
     assert hashlib.sha256(out).hexdigest() == hashlib.sha256(data).hexdigest(), f"{buf!r}, {nbytes} bytes"
 
 
-async def test_uploads_and_downloads_run_no_python_on_the_submit_thread(fake: FakeNvrm) -> None:
+async def test_uploads_and_downloads_run_no_python_on_the_submit_thread(fake_nv: FakeNvrm) -> None:
     with SubmitThreadCalls() as seen:
         async with await arig.open(nvrm.gpu(0)) as dev:
             jobs = [(await dev.alloc(n, kind), n) for kind in ("device", "pinned", "mapped") for n in SIZES]

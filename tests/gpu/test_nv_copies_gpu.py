@@ -34,11 +34,6 @@ CUBIN = (REPO / "tests" / "data" / "nv" / "probe.sm_90.cubin").read_bytes()
 SIZES = (1, 4096, (1 << 20) + 7, 64 << 20)
 
 
-def axpy_args(a: float, x: arig.Buffer, y: arig.Buffer, n: int) -> bytes:
-    """axpy(float a, const float *x, float *y, int n) as the kernel lays it out (tests/data/nv/probe.cu)."""
-    return struct.pack("<f4xQQi", a, x.address, y.address, n)
-
-
 def sha(a: np.ndarray) -> str:
     return hashlib.sha256(a).hexdigest()
 
@@ -79,7 +74,8 @@ async def test_a_download_after_a_launch_reads_what_the_kernel_wrote_from_32_tas
             out = np.empty_like(y)
             for r in range(rounds):
                 a = np.float32(rng.uniform(-2, 2))
-                await dev.submit(nvrm.Launch(func, (n + 255) // 256, 256, axpy_args(float(a), bx, by, n)), keep=(bx, by, image))
+                args = struct.pack("<f4xQQi", a, bx.address, by.address, n)  # axpy(float a, const float *x, float *y, int n)
+                await dev.submit(nvrm.Launch(func, (n + 255) // 256, 256, args), keep=(bx, by, image))
                 await dev.download(by, out)
                 y = a * x + y
                 np.testing.assert_allclose(out, y, rtol=1e-5, atol=1e-5, err_msg=f"task {k} round {r}")
