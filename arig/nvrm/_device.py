@@ -137,7 +137,7 @@ class NvBackend(Backend):
             "error_notifier": "read" if ch.notifier.cpu else "not CPU-mapped: channel errors are seen only as hangs",
             "reservation": f"{p.va.base:#x}+{p.va.size:#x}",
             "copies": (f"every kind, by the copy engine (queue 1, HOPPER_DMA_COPY_A) through a {STAGING_BYTES >> 20} MiB pinned staging area "
-                       f"in {STAGING_BYTES // STAGING_SLOTS >> 20} MiB chunks; the two queues are ordered with each other"),
+                       f"in {STAGING_BYTES // STAGING_SLOTS >> 20} MiB chunks, run by the core's native thread; the two queues are ordered with each other"),
         }  # fmt: skip
 
     # -- loop thread ------------------------------------------------------------------------
