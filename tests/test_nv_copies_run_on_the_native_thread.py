@@ -67,3 +67,4 @@ async def test_uploads_and_downloads_run_no_python_on_the_submit_thread(fake_nv:
             for buf, _ in jobs:
                 buf.close()
     assert seen.calls == [], "copies ran Python on the submit thread: " + ", ".join(sorted(set(seen.calls))[:8])
+    assert [c for c in fake_nv.log if c.thread == threading.get_ident()] == [], "the event loop called the driver"
