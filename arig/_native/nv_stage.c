@@ -96,6 +96,7 @@ typedef struct flight {
 /* Wait for the oldest chunk in flight and memcpy it out of its slot. */
 static int land(arig_nvq *q, uint8_t *to, const flight *f) {
     int rc = copy_wait(q, q->st.seq[f->slot]);
+    atomic_thread_fence(memory_order_acquire); /* the slot's bytes are read after the progress word said they are in */
     if (!rc)
         memcpy(to + f->off, (const void *)(uintptr_t)(q->st.base + f->slot * q->st.slot), f->n);
     return rc;
