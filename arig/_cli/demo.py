@@ -131,8 +131,7 @@ async def run_demo(opener: Any, tasks: int = 64, iters: int = 200, n: int = 4096
             nonlocal done
             x = rng.standard_normal(n).astype(np.float32)
             y = rng.standard_normal(n).astype(np.float32)
-            kind = "pinned" if dev.name.split(":")[0] == "NV" else None  # NV copies host-visible memory only
-            bx, by = await dev.alloc(4 * n, kind), await dev.alloc(4 * n, kind)
+            bx, by = await dev.alloc(4 * n), await dev.alloc(4 * n)  # the device's default kind: VRAM on a GPU, as CUDA's and NV's
             try:
                 await dev.upload(bx, x)
                 await dev.upload(by, y)

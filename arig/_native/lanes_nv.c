@@ -4,6 +4,7 @@
  * driver's event fd that the loop reads, asked for when a spin gives up and before a sleep on long
  * work; a fault is a change of the channel's error notifier.
  *
+ * Uploads and downloads are items too (K_H2D, K_D2H: nv_stage.c's staged copies).
  * Also the channel's commands (put, launch, copy, release, acquire), which Python's NvQueue calls
  * on its submit thread and compiled fills call through the NV ABI record on the native thread.
  */
@@ -126,6 +127,10 @@ static int nv_run_item(core_t *c, lane_t *l, const item_t *it) {
         return ((fill_fn)(uintptr_t)it->a)(l->hw, (void *)(uintptr_t)it->b, it->v);
     case K_LAUNCH:
         return arig_nv_launch(l->hw, (const arig_nv_launch_rec *)(uintptr_t)it->a);
+    case K_H2D: /* a = GPU address, b = the program's memory, c = bytes */
+        return arig_nv_stage_in(l->hw, it->a, (const void *)(uintptr_t)it->b, it->c);
+    case K_D2H: /* a = the program's memory, b = GPU address, c = bytes */
+        return arig_nv_stage_out(l->hw, (void *)(uintptr_t)it->a, it->b, it->c);
     case K_MARK:
         return 0;
     default:

@@ -66,8 +66,18 @@ typedef struct nv_ring {
     uint32_t f0, fn;
 } nv_ring;
 
+/* The device's pinned staging area (host address = GPU address), on its copy queue: count slots of
+ * slot bytes used round-robin, each remembering the submission that last used it (nv_stage.c). */
+#define NV_STAGE_SLOTS 16
+typedef struct nv_stage {
+    uint64_t base, slot; /* slot 0: the queue has no staging area */
+    uint32_t count, next;
+    uint64_t seq[NV_STAGE_SLOTS];
+} nv_stage;
+
 typedef struct arig_nvq {
     arig_nv_spec s;
+    nv_stage st;
     struct arig_nvq *peer;
     _Atomic int32_t halt;
     _Atomic uint64_t seq; /* submissions made (the progress word's values) */
@@ -94,5 +104,11 @@ ARIG_INTERNAL int64_t nv_reserve_args(arig_nvq *q, uint64_t n);
 
 int arig_nv_kick(arig_nvq *q, uint64_t value, int has_value, int interrupt, uint64_t wait_value);
 int arig_nv_launch(arig_nvq *q, const arig_nv_launch_rec *l);
+int arig_nv_copy(arig_nvq *q, uint64_t dst, uint64_t src, uint64_t nbytes);
+/* Staged copies between the program's memory and GPU addresses (nv_stage.c): on either queue of a
+ * pair, through the copy queue's staging area; each returns once its bytes are where they go (a
+ * download) or in the staging area with their copies submitted (an upload). */
+int arig_nv_stage_in(arig_nvq *q, uint64_t dst, const void *src, uint64_t nbytes);
+int arig_nv_stage_out(arig_nvq *q, void *dst, uint64_t src, uint64_t nbytes);
 
 #endif

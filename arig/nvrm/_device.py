@@ -17,10 +17,11 @@ NON_STALL_INTERRUPT after the value, which wakes the driver's event fd
 Threads, and what each may do:
 
 * the device's **submit thread** opens the device, runs Python fills (at
-  their place in the core's order), stages copies, allocates, loads, frees
-  and closes: every RM and UVM call is made here (``arig.nvrm._rm``);
-* the core's **native thread** runs prepared launches, marks and compiled
-  fills, and releases each burst's value;
+  their place in the core's order), allocates, loads, frees and closes:
+  every RM and UVM call is made here (``arig.nvrm._rm``);
+* the core's **native thread** runs prepared launches, marks, compiled
+  fills and uploads and downloads (staged copies, :mod:`arig.nvrm._staging`),
+  and releases each burst's value;
 * the **event loop** never calls the driver: it checks submissions
   (``prepare``) and reads the words the GPU released into, through the
   core's loop side, when the driver's event fd or the core wakes it.
@@ -48,7 +49,7 @@ from ._images import Images
 from ._launch import Launch
 from ._memory import KINDS, Dmabuf, NvMemory
 from ._queue import NvQueue
-from ._staging import STAGING_BYTES, STAGING_SLOTS
+from ._staging import STAGING_BYTES, STAGING_SLOTS, NvCopy
 
 __all__ = ["NvBackend", "NvChannelError", "Dmabuf", "KINDS", "STAGING_BYTES", "STAGING_SLOTS", "open_backend"]
 
@@ -136,7 +137,7 @@ class NvBackend(Backend):
             "error_notifier": "read" if ch.notifier.cpu else "not CPU-mapped: channel errors are seen only as hangs",
             "reservation": f"{p.va.base:#x}+{p.va.size:#x}",
             "copies": (f"every kind, by the copy engine (queue 1, HOPPER_DMA_COPY_A) through a {STAGING_BYTES >> 20} MiB pinned staging area "
-                       f"in {STAGING_BYTES // STAGING_SLOTS >> 20} MiB chunks; the two queues are ordered with each other"),
+                       f"in {STAGING_BYTES // STAGING_SLOTS >> 20} MiB chunks, run by the core's native thread; the two queues are ordered with each other"),
         }  # fmt: skip
 
     # -- loop thread ------------------------------------------------------------------------
@@ -163,6 +164,10 @@ class NvBackend(Backend):
             if fill._uses:
                 refuse_used(fill._uses)  # its image unloaded, or a buffer pack() saw closed
             return fill._item
+        if type(fill) is NvCopy:
+            if arg is not None:
+                raise ArigValueError("a copy submitted as the fill takes no arg")
+            return fill.item
         if fill is None:
             return (_native.MARK, 0, 0, 0)
         if isinstance(fill, (int, ctypes._CFuncPtr)) and not isinstance(fill, bool):  # type: ignore[attr-defined]
@@ -208,8 +213,9 @@ class NvBackend(Backend):
         return self.memory.dma(buf, offset, nbytes)
 
     def copy_fill(self, buf: Buffer, array: np.ndarray[Any, Any], to_device: bool) -> tuple[Any, Any]:
-        """Any kind of memory: the copy engine, through the staging area (on the submit thread, in the fill)."""
-        return _staging.copy_fill(self.staging, buf.address, array, to_device)
+        """Loop thread.  Any kind of memory: the copy engine, through the staging area, as one item the core's
+        native thread runs (``arig.nvrm._staging``)."""
+        return self.staging.copy(buf.address, array, to_device), None
 
     def load(self, image: bytes) -> Image:
         return self.images.load(self.gpu, image, self.post, self.ledger)

@@ -71,6 +71,35 @@ def launch_words(qmd_address: int) -> list[int]:
     return w
 
 
+#: Slot images with zero parameters, by (function id, grid, block, shared bytes): what a launch builds
+#: but its parameters, the QMD among it, which takes tens of microseconds in Python and is the same
+#: for every launch of one shape (a function id is never reused, so an entry never goes stale).
+_TEMPLATES: dict[tuple[int, tuple[int, int, int], tuple[int, int, int], int], tuple[bytes, int, int, int, int]] = {}
+_TEMPLATES_MAX = 1024
+
+
+def _template(func: int, loaded: LoadedKernel, grid: tuple[int, int, int], block: tuple[int, int, int], shared: int) -> tuple[bytearray, int, int, int, int]:
+    """A new copy of the slot image of a launch of this shape with zero parameters; the length of its bank 0,
+    the QMD's offset, the slot's size, and the key that predicts its duration."""
+    at = (func, grid, block, shared)
+    t = _TEMPLATES.get(at)
+    if t is None:
+        k = loaded.kernel
+        cb0 = _qmd.cbank0(k, grid, block, bytes(k.param_size), shared_window=_push.SHARED_WINDOW, local_window=_push.LOCAL_WINDOW)
+        qmd_offset = -(-len(cb0) // 256) * 256
+        fields = _qmd.kernel_qmd(k, grid=grid, block=block, program_address=loaded.program_address,
+                                 cbank0_address=0, cbank0_size=len(cb0), shared_bytes=shared)  # fmt: skip
+        slot_bytes = -(-(qmd_offset + _qmd.QMD_BYTES) // SLOT_ALIGN) * SLOT_ALIGN
+        image = bytearray(slot_bytes)
+        image[: len(cb0)] = cb0
+        image[qmd_offset : qmd_offset + _qmd.QMD_BYTES] = _qmd.pack(fields)
+        key = hash((loaded.program_address, grid, block, shared)) & (1 << 64) - 1
+        if len(_TEMPLATES) >= _TEMPLATES_MAX:
+            _TEMPLATES.clear()
+        t = _TEMPLATES[at] = (bytes(image), len(cb0), qmd_offset, slot_bytes, key)
+    return bytearray(t[0]), t[1], t[2], t[3], t[4]
+
+
 class Launch(LaunchSpec):
     """A prepared launch of an NV kernel: ``await dev.submit(launch)``, or ``queue.launch(launch)`` in a fill.
 
@@ -91,21 +120,16 @@ class Launch(LaunchSpec):
         if _qmd.local_bytes_per_thread(k) > LOCAL_BYTES_PER_THREAD:
             raise ArigValueError(f"kernel {k.name!r} needs {_qmd.local_bytes_per_thread(k)} bytes of local memory per thread; the NV device provides {LOCAL_BYTES_PER_THREAD}")
         self.kernel, self.owner = k, loaded.owner
-        # The cubin's parameter area may run past the last parameter: that tail is padding, zero.
-        params = self.args + bytes(k.param_size - len(self.args))
-        self.cb0 = _qmd.cbank0(k, self.grid, self.block, params, shared_window=_push.SHARED_WINDOW, local_window=_push.LOCAL_WINDOW)
-        self.qmd_offset = -(-len(self.cb0) // 256) * 256
-        fields = _qmd.kernel_qmd(k, grid=self.grid, block=self.block, program_address=loaded.program_address,
-                              cbank0_address=0, cbank0_size=len(self.cb0), shared_bytes=self.shared)  # fmt: skip
-        self.slot_bytes = -(-(self.qmd_offset + _qmd.QMD_BYTES) // SLOT_ALIGN) * SLOT_ALIGN
-        image = bytearray(self.slot_bytes)
-        image[: len(self.cb0)] = self.cb0
-        image[self.qmd_offset : self.qmd_offset + _qmd.QMD_BYTES] = _qmd.pack(fields)
+        if len(self.args) > k.param_size:
+            raise ArigValueError(f"kernel {k.name!r} takes {k.param_size} bytes of parameters, not {len(self.args)}")
+        image, cb0_bytes, self.qmd_offset, self.slot_bytes, key = _template(self.func, loaded, self.grid, self.block, self.shared)
+        # The cubin's parameter area may run past the last parameter: that tail is padding, zero in the template.
+        image[k.param_base : k.param_base + len(self.args)] = self.args
+        self.cb0 = bytes(image[:cb0_bytes])
         self._image = bytes(image)
         # What the native core reads: the slot image, and where bank 0's address goes in its QMD.
         self._buf = ctypes.create_string_buffer(self._image, len(self._image))
         lo_word, hi_word, hi_mask = _CB0_WORDS
-        key = hash((loaded.program_address, self.grid, self.block, self.shared)) & (1 << 64) - 1
         self._rec = _native.NvLaunchRecord(ctypes.addressof(self._buf), self.slot_bytes, self.qmd_offset, lo_word, hi_word, hi_mask, 0, key)
         self._item = (_native.LAUNCH, ctypes.addressof(self._rec), 0, 0)
 

@@ -2,9 +2,9 @@
 
 The queue's submission state lives in the core (``nv_channel.h``'s ``arig_nvq``)
 because two threads submit to an NV device's channels: the core's native
-thread (prepared launches, marks, C fills, every value's release) and the
-device's Python submit thread (the channel's first pushbuffer at open,
-Python fills and staged copies, which run while the native thread waits at
+thread (prepared launches, marks, C fills, uploads and downloads, every
+value's release) and the device's Python submit thread (the channel's first
+pushbuffer at open, Python fills, which run while the native thread waits at
 their gate).  Never both at once: a method of :class:`NvQueue` is called
 only on the submit thread, before the core starts or inside a Python fill.
 
@@ -100,7 +100,7 @@ class NvQueue:
     is called on; ``release(address, value)`` (u64 payload, 16-byte aligned,
     the GPU time after it) and ``acquire(address, value)`` (ACQ_CIRC_GEQ) go
     to this queue's channel.  Nothing reaches the GPU until the value's
-    release (or a staged copy's submission).
+    release.
 
     **The two queues are ordered with each other** (unlike CUDA's independent
     streams, because copies feed kernels): before a queue takes new work it

@@ -1,30 +1,35 @@
-"""Copies of every kind of NV memory through the device's pinned staging area, by the copy engine.
+"""Uploads and downloads of every kind of NV memory, through the device's pinned staging area, by the copy engine.
 
 ``upload`` and ``download`` take memory of every kind (VRAM the CPU cannot
 map among them) through one pinned staging area of the device
 (``STAGING_BYTES``, cut into ``STAGING_SLOTS`` slots), a chunk per
-copy-engine copy: an upload memcpys each chunk into a slot the GPU no
-longer reads, then copies slot -> buffer; a download copies buffer -> slot,
-waits for it (bounded) and memcpys out, with every slot in flight at once.
+copy-engine copy.  A copy is one item of the native core (``NvCopy``:
+``H2D`` or ``D2H``, like a CUDA device's), which the core's native thread
+runs at its place in the queue's order (``nv_stage.c``): no Python thread
+takes part, so a copy of any size holds the GIL for no time on any thread,
+and the loop only checks it and hands the item over.  An upload memcpys each
+chunk into a slot the GPU no longer reads, then has the copy engine copy
+slot -> buffer; a download has it copy buffer -> slot, with every slot in
+flight at once, and memcpys each out once done.
 
-Threads: both run in the copy's fill, on the device's submit thread, while
-the native thread waits at that fill's place; ``Slots`` and ``copy_chunks``
-are pure arithmetic (any thread).
+Threads: ``Staging.copy`` and ``copy_chunks`` are pure (the loop calls
+them); ``Staging()`` and ``stage_in``/``stage_out`` (the same copies, called
+directly, with the GIL released) on the device's submit thread, before the
+core starts or inside a Python fill, as every ``NvQueue`` call.
 """
 
 from __future__ import annotations
 
-import ctypes
-from collections import deque
 from typing import Any
 
 import numpy as np
 
+from .. import _native
 from .._errors import ArigValueError
 from . import _rm
 from ._queue import NvQueue
 
-__all__ = ["Staging", "Slots", "copy_chunks", "copy_fill", "STAGING_BYTES", "STAGING_SLOTS"]
+__all__ = ["Staging", "NvCopy", "copy_chunks", "STAGING_BYTES", "STAGING_SLOTS"]
 
 #: The pinned staging area every upload and download goes through, cut into slots (one copy-engine copy each).
 STAGING_BYTES = 64 << 20
@@ -32,7 +37,8 @@ STAGING_SLOTS = 4
 
 
 def copy_chunks(nbytes: int, chunk: int) -> list[tuple[int, int]]:
-    """The ``(offset, size)`` pieces, in order, of a copy of ``nbytes`` through staging slots of ``chunk`` bytes.
+    """The ``(offset, size)`` pieces, in order, of a copy of ``nbytes`` through staging slots of ``chunk`` bytes
+    (what ``nv_stage.c`` copies: a copy-engine copy and a submission each).
 
     Every piece but the last is ``chunk`` bytes; a copy of 0 bytes has no pieces."""
     if chunk <= 0:
@@ -42,94 +48,42 @@ def copy_chunks(nbytes: int, chunk: int) -> list[tuple[int, int]]:
     return [(off, min(chunk, nbytes - off)) for off in range(0, nbytes, chunk)]
 
 
-class Slots:
-    """A staging area cut into ``count`` slots of ``size`` bytes, used round-robin.
+class NvCopy:
+    """An upload or a download as the native core's item: ``item`` is (H2D, GPU address, host address, bytes)
+    or (D2H, host address, GPU address, bytes).  The submission keeps the buffer and the array alive."""
 
-    Each slot remembers the copy-queue submission that last used it: the
-    CPU may touch a slot again once the GPU reached that submission.
-    :meth:`take` gives the next slot and that submission; :meth:`used`
-    records the submission that now uses it.
-    """
+    __slots__ = ("item", "to_device")
 
-    __slots__ = ("count", "size", "seq", "next")
+    def __init__(self, to_device: bool, gpu: int, host: int, nbytes: int) -> None:
+        self.to_device = to_device
+        self.item = (_native.H2D, gpu, host, nbytes) if to_device else (_native.D2H, host, gpu, nbytes)
 
-    def __init__(self, count: int, size: int) -> None:
-        if count <= 0 or size <= 0:
-            raise ArigValueError(f"staging needs at least one slot of at least one byte, not {count} of {size}")
-        self.count, self.size = count, size
-        self.seq = [0] * count
-        self.next = 0
-
-    def take(self) -> tuple[int, int]:
-        """The next slot, and the submission the GPU must reach before the CPU may touch it."""
-        i = self.next
-        self.next = (i + 1) % self.count
-        return i, self.seq[i]
-
-    def used(self, slot: int, seq: int) -> None:
-        self.seq[slot] = max(self.seq[slot], seq)
-
-    def offset(self, slot: int) -> int:
-        return slot * self.size
+    def __repr__(self) -> str:
+        kind, a, b, n = self.item
+        return f"<arig.nvrm copy of {n} bytes {'to the GPU at' if self.to_device else 'from the GPU at'} {(a if self.to_device else b):#x}>"
 
 
 class Staging:
-    """The device's staging area (``area``: pinned host memory the GPU reaches) and the copy queue it feeds."""
+    """The device's staging area (``area``: pinned host memory the GPU reaches, at one address for both),
+    cut into ``slots`` slots, given to the copy queue that runs every staged copy."""
 
     def __init__(self, copy_queue: NvQueue, area: _rm.Mem, slots: int = STAGING_SLOTS) -> None:
         self.queue, self.area = copy_queue, area
-        self.slots = Slots(slots, area.size // slots)
+        self.slot_bytes = area.size // slots
+        self._lib = copy_queue._lib
+        copy_queue._check(self._lib.arig_nv_staging(copy_queue.ptr, area.va, area.size, slots), "the staging area")
+
+    def copy(self, address: int, array: np.ndarray[Any, Any], to_device: bool) -> NvCopy:
+        """The core's item that copies ``array`` (C-contiguous) to (or from) GPU address ``address``."""
+        return NvCopy(to_device, address, array.ctypes.data, array.nbytes)
 
     def stage_in(self, address: int, src: np.ndarray[Any, Any]) -> None:
-        """Copy ``src`` (flat bytes) to GPU address ``address``: per chunk, a CPU memcpy into a staging slot the
-        GPU no longer reads, then a copy-engine copy from it (each chunk its own submission of the copy queue).
-
-        Returns once the copies are submitted; the queues' ordering makes later work wait for them."""
-        cq, slots, base = self.queue, self.slots, self.area.va
-        at_src = src.ctypes.data
-        for off, n in copy_chunks(src.nbytes, slots.size):
-            i, busy = slots.take()
-            cq.wait(busy, "a staging slot the copy engine reads")
-            at = base + slots.offset(i)
-            ctypes.memmove(at, at_src + off, n)
-            cq.copy(address + off, at, n)
-            cq.submit()
-            slots.used(i, cq.seq)
+        """Copy ``src`` (C-contiguous) to GPU address ``address`` now; returns once the copies are submitted
+        (the queues' ordering makes later work wait for them)."""
+        q = self.queue
+        q._check(self._lib.arig_nv_stage_in(q.ptr, address, src.ctypes.data, src.nbytes), "an upload")
 
     def stage_out(self, address: int, dst: np.ndarray[Any, Any]) -> None:
-        """Copy ``dst.nbytes`` bytes from GPU address ``address`` into ``dst`` (flat bytes): per chunk, a copy-engine
-        copy into a staging slot, a bounded wait for it, a CPU memcpy out; up to every slot in flight at once."""
-        cq, slots, base = self.queue, self.slots, self.area.va
-        at_dst = dst.ctypes.data
-        flight: deque[tuple[int, int, int, int]] = deque()  # (slot, submission, offset, size)
-
-        def finish() -> None:
-            i, seq, off, n = flight.popleft()
-            cq.wait(seq, "a copy into the staging area")
-            ctypes.memmove(at_dst + off, base + slots.offset(i), n)
-
-        for off, n in copy_chunks(dst.nbytes, slots.size):
-            if len(flight) == slots.count:
-                finish()
-            i, busy = slots.take()
-            cq.wait(busy, "a staging slot the copy engine reads")
-            cq.copy(base + slots.offset(i), address + off, n)
-            cq.submit()
-            slots.used(i, cq.seq)
-            flight.append((i, cq.seq, off, n))
-        while flight:
-            finish()
-
-
-def _upload_fill(queue: Any, arg: tuple[Staging, int, np.ndarray[Any, Any]], v: int) -> None:
-    arg[0].stage_in(arg[1], arg[2])
-
-
-def _download_fill(queue: Any, arg: tuple[Staging, int, np.ndarray[Any, Any]], v: int) -> None:
-    arg[0].stage_out(arg[1], arg[2])
-
-
-def copy_fill(staging: Staging, address: int, array: np.ndarray[Any, Any], to_device: bool) -> tuple[Any, Any]:
-    """The fill and its arg that copy ``array`` to (or from) GPU address ``address`` through ``staging``."""
-    flat = array.reshape(-1).view(np.uint8)
-    return (_upload_fill if to_device else _download_fill), (staging, address, flat)
+        """Copy ``dst.nbytes`` bytes from GPU address ``address`` into ``dst`` (C-contiguous, writable) now."""
+        q = self.queue
+        q._check(self._lib.arig_nv_stage_out(q.ptr, dst.ctypes.data, address, dst.nbytes), "a download")
