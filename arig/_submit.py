@@ -148,6 +148,14 @@ class SubmitThread:
     def put_stop(self) -> None:
         self._q.put(_STOP)
 
+    def abandon_open(self) -> None:
+        """The open was cancelled while ``make()`` runs: the thread closes what it makes, and a
+        later failure of ``make()`` counts as heard (asyncio would report it as never retrieved)."""
+        self.put_stop()
+        retrieve = getattr(self._opened, "add_done_callback", None)  # asyncio's futures; trio's report nothing
+        if retrieve is not None:
+            retrieve(_retrieved)
+
     async def finished(self) -> None:
         await self._port.shield(self._finished)
 
@@ -265,6 +273,11 @@ class SubmitThread:
         if ledger is not None:
             ledger.end()  # its buffers read as closed even where no stop runs (a device collected)
         self._post(_set_result, self._finished, None)
+
+
+def _retrieved(fut: Any) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _set_result(fut: Any, value: Any) -> None:

@@ -501,7 +501,7 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     except Exception as exc:  # noqa: BLE001 - every failure of an open is an OpenError
         raise OpenError(f"cannot open {name}: {describe(exc)}") from exc
     except BaseException:  # cancelled (asyncio's CancelledError, trio's Cancelled), or interrupted
-        st.put_stop()  # the thread closes the backend if make() succeeds
+        st.abandon_open()  # the thread closes the backend if make() succeeds
         raise
     try:
         tl = Timeline(loop, backend.name, len(backend.queue_handles))

@@ -41,12 +41,14 @@ def fake(engine: str) -> Any:
         yield f
 
 
-async def _in_user_thread(fake: FakeCuda, fn: Any, *args: Any) -> Any:
-    def call() -> Any:
-        fake.cuCtxSetCurrent(fake.primary(0).handle)
-        return fn(*args)
+def _as_the_user(fake: FakeCuda, fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` as another library calls libcuda: the primary context current on its thread."""
+    fake.cuCtxSetCurrent(fake.primary(0).handle)
+    return fn(*args)
 
-    return await trio.to_thread.run_sync(call)
+
+async def _in_user_thread(fake: FakeCuda, fn: Any, *args: Any) -> Any:
+    return await trio.to_thread.run_sync(_as_the_user, fake, fn, *args)
 
 
 async def _open() -> arig.Device:

@@ -71,6 +71,14 @@ async def _until(pred: Any, timeout: float = T) -> None:
             await anyio.sleep(0.001)
 
 
+async def _hears_the_loss(dev: arig.Device, value: int, heard: list[BaseException]) -> None:
+    """Wait for ``value``; the DeviceLost it raises goes to ``heard``."""
+    try:
+        await dev.wait(value)
+    except arig.DeviceLost as exc:
+        heard.append(exc)
+
+
 def _no_waiter_left(dev: arig.Device) -> bool:
     """No task waits in the timeline: every waiter was resolved, or was cancelled and is skipped."""
     return all(fut.done() for _, _, fut in dev._tl._heap)
@@ -176,16 +184,10 @@ async def test_a_loss_reaches_every_waiter(anyio_backend: str, kind: Any) -> Non
     later = await dev.submit(_noop)
     heard: list[BaseException] = []
 
-    async def waiter(value: int) -> None:
-        try:
-            await dev.wait(value)
-        except arig.DeviceLost as exc:
-            heard.append(exc)
-
     with anyio.fail_after(T):
         async with anyio.create_task_group() as tg:
             for value in (failed, later, later, failed):
-                tg.start_soon(waiter, value)
+                tg.start_soon(_hears_the_loss, dev, value, heard)
             await anyio.sleep(0.02)
             gate.open()
     assert len(heard) == 4 and all("the fill failed" in str(e) for e in heard)
@@ -264,15 +266,9 @@ async def test_a_stop_past_its_timeout_loses_the_device_and_tells_the_waiters(an
     v = await dev.submit(gate)
     heard: list[BaseException] = []
 
-    async def waiter() -> None:
-        try:
-            await dev.wait(v)
-        except arig.DeviceLost as exc:
-            heard.append(exc)
-
     with anyio.fail_after(T):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(waiter)
+            tg.start_soon(_hears_the_loss, dev, v, heard)
             await anyio.sleep(0.01)
             await dev.stop()
     gate.open()

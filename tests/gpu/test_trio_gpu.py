@@ -10,7 +10,6 @@ Run: python3 -m pytest -q tests/gpu/test_trio_gpu.py
 from __future__ import annotations
 
 import os
-import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,8 @@ import arig.nvrm as nvrm  # noqa: E402
 from arig.cuda import Launch, pack, shipped_image  # noqa: E402
 from arig.testing import faults  # noqa: E402
 
+from _util import axpy_checked, gapless_stores, saxpy_checked  # noqa: E402
+
 pytestmark = pytest.mark.arig_gpu
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,74 +43,50 @@ def _fill(stream: int, launch: Launch, v: int) -> int:
     return launch(stream)
 
 
-def axpy_args(a: float, x: arig.Buffer, y: arig.Buffer, n: int) -> bytes:
-    """axpy(float a, const float *x, float *y, int n) as the kernel lays it out (tests/data/nv/probe.cu)."""
-    return struct.pack("<f4xQQi", a, x.address, y.address, n)
-
-
 def _bad(queue: Any, arg: Any, v: int) -> None:
     raise RuntimeError("boom")
+
+
+async def _every_waiter_hears_the_loss(dev: arig.Device, waiters: int = 5) -> None:
+    """A fill that raises loses ``dev``: each of ``waiters`` tasks waiting for its value raises DeviceLost."""
+    v = await dev.submit(_bad)
+    heard: list[BaseException] = []
+
+    async def waiter() -> None:
+        try:
+            await dev.wait(v)
+        except arig.DeviceLost as exc:
+            heard.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(waiters):
+            nursery.start_soon(waiter)
+    assert len(heard) == waiters and all("boom" in str(e) for e in heard)
 
 
 # -- CUDA ----------------------------------------------------------------------------------------
 
 
 def test_cuda_saxpy_round_trip_under_trio() -> None:
-    rng = np.random.default_rng(1)
-    n = 1 << 20
-    x = rng.standard_normal(n).astype(np.float32)
-    y = rng.standard_normal(n).astype(np.float32)
-
     async def main() -> None:
         with trio.fail_after(T):
             async with await arig.open(arig.cuda.gpu(0)) as dev:
                 assert dev.name == "CUDA" and dev.arch.startswith("sm_")
-                img = await dev.load(shipped_image())
-                bx, by = await dev.alloc(4 * n), await dev.alloc(4 * n)
-                await dev.upload(bx, x)
-                await dev.upload(by, y)
-                a = np.float32(1.75)
-                launch = Launch(img.function("saxpy"), (n + 255) // 256, 256, pack(a, bx, by, np.int32(n)))
-                v = await dev.submit(_fill, launch, keep=(img, bx, by))
-                await dev.wait(v)
-                out = np.empty_like(y)
-                await dev.download(by, out)
-                np.testing.assert_allclose(out, a * x + y, rtol=1e-6, atol=1e-6)
-                assert dev.reached_at(v) is not None
-                bx.close()
-                by.close()
+                await saxpy_checked(dev)
 
     trio.run(main)
 
 
 def test_cuda_2000_submits_from_64_tasks_gapless_under_trio() -> None:
-    total, tasks = 2000, 64
+    async def nursery(fns: list[Any]) -> None:
+        async with trio.open_nursery() as n:
+            for fn in fns:
+                n.start_soon(fn)
 
     async def main() -> None:
         with trio.fail_after(T):
             async with await arig.open(arig.cuda.gpu(0)) as dev:
-                img = await dev.load(shipped_image())
-                out = await dev.alloc(8 * (total + 1))
-                store = img.function("store")
-                seen: list[int] = []
-
-                async def task(k: int) -> None:
-                    for _ in range(total // tasks + (1 if k < total % tasks else 0)):
-                        # The fill learns its own value v and stores v*7+1 at out[v].
-                        v = await dev.submit(lambda s, a, v: Launch(store, 1, 1, pack(out, np.uint32(v), np.uint64(v * 7 + 1)))(s))
-                        seen.append(v)
-                        if v % 97 == 0:
-                            await dev.wait(v)
-
-                async with trio.open_nursery() as nursery:
-                    for k in range(tasks):
-                        nursery.start_soon(task, k)
-                await dev.wait(max(seen))
-                assert sorted(seen) == list(range(1, total + 1))
-                host = np.empty(total + 1, np.uint64)
-                await dev.download(out, host)
-                np.testing.assert_array_equal(host[1:], np.arange(1, total + 1, dtype=np.uint64) * 7 + 1)
-                out.close()
+                await gapless_stores(dev, 2000, 64, nursery)
 
     trio.run(main)
 
@@ -146,19 +123,8 @@ def test_cuda_loss_reaches_every_waiter_and_the_gpu_opens_again_under_trio() -> 
             dev = await arig.open(arig.cuda.gpu(0))
             img = await dev.load(shipped_image())
             await dev.submit(_fill, Launch(img.function("spin"), 1, 1, pack(np.uint64(50 * MS))), keep=img)
-            v = await dev.submit(_bad)
-            heard: list[BaseException] = []
-
-            async def waiter() -> None:
-                try:
-                    await dev.wait(v)
-                except arig.DeviceLost as exc:
-                    heard.append(exc)
-
-            async with trio.open_nursery() as nursery:
-                for _ in range(5):
-                    nursery.start_soon(waiter)
-            assert len(heard) == 5 and all("boom" in str(e) for e in heard) and dev.loss_delivered
+            await _every_waiter_hears_the_loss(dev)
+            assert dev.loss_delivered
             await dev.stop()
             async with await arig.open(arig.cuda.gpu(0)) as again:
                 await again.run(lambda s, a, v: None)
@@ -205,28 +171,13 @@ def test_cuda_a_device_belongs_to_its_trio_run() -> None:
 
 @nv_only
 def test_nv_axpy_round_trip_under_trio() -> None:
-    n = 100_000
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(n, dtype=np.float32)
-    y = rng.standard_normal(n, dtype=np.float32)
-
     async def main() -> None:
         with trio.fail_after(T):
             async with await arig.open(nvrm.gpu(0)) as dev:
                 assert dev.name == "NV"
                 v = await dev.run(None)  # a value with no work: the queue's release and interrupt alone
                 assert dev.reached >= v
-                image = await dev.load(CUBIN)
-                bx, by = await dev.alloc(4 * n, "pinned"), await dev.alloc(4 * n, "pinned")
-                await dev.upload(bx, x)
-                await dev.upload(by, y)
-                launch = nvrm.Launch(image.function("axpy"), (n + 255) // 256, 256, axpy_args(2.5, bx, by, n))
-                await dev.run(launch, keep=(bx, by, image))
-                out = np.empty_like(y)
-                await dev.download(by, out)
-                np.testing.assert_allclose(out, np.float32(2.5) * x + y, rtol=1e-5, atol=1e-6)
-                bx.close()
-                by.close()
+                await axpy_checked(dev, CUBIN, "pinned")
 
     trio.run(main)
 
@@ -262,19 +213,7 @@ def test_nv_loss_reaches_every_waiter_and_stop_under_trio() -> None:
         with trio.fail_after(T):
             dev = await arig.open(nvrm.gpu(0))
             try:
-                v = await dev.submit(_bad)
-                heard: list[BaseException] = []
-
-                async def waiter() -> None:
-                    try:
-                        await dev.wait(v)
-                    except arig.DeviceLost as exc:
-                        heard.append(exc)
-
-                async with trio.open_nursery() as nursery:
-                    for _ in range(5):
-                        nursery.start_soon(waiter)
-                assert len(heard) == 5 and all("boom" in str(e) for e in heard)
+                await _every_waiter_hears_the_loss(dev)
             finally:
                 await dev.stop()
             async with await arig.open(nvrm.gpu(0)) as again:
