@@ -27,6 +27,7 @@ import arig.host
 from arig.testing import faults
 
 from _kinds import KINDS, installed
+from test_device_open import _SlowHostOpener, _threads_named
 
 pytestmark = pytest.mark.anyio
 
@@ -82,6 +83,18 @@ async def _hears_the_loss(dev: arig.Device, value: int, heard: list[BaseExceptio
 def _no_waiter_left(dev: arig.Device) -> bool:
     """No task waits in the timeline: every waiter was resolved, or was cancelled and is skipped."""
     return all(fut.done() for _, _, fut in dev._tl._heap)
+
+
+# -- open ------------------------------------------------------------------------------------------
+
+
+async def test_an_open_cancelled_while_the_driver_opens_releases_the_device(anyio_backend: str, engine: str) -> None:
+    opener = _SlowHostOpener("SLOWOPEN", delay=0.2)
+    with anyio.move_on_after(0.05) as scope:
+        await arig.open(opener)
+    assert scope.cancelled_caught and _threads_named("arig-submit-SLOWOPEN"), "make() still runs on its thread"
+    await _until(lambda: not _threads_named("arig-submit-SLOWOPEN"))
+    assert opener.made.is_set() and opener.closed.is_set(), "the thread closed what make() made"
 
 
 # -- submit and wait ----------------------------------------------------------------------------
