@@ -13,8 +13,10 @@ the run's end is its loop's close.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -24,10 +26,12 @@ import trio
 
 import arig
 import arig.host
+from arig._worker import run_sync
 from arig.testing import faults
 
 from _kinds import KINDS, installed
 from test_device_open import _SlowHostOpener, _threads_named
+from test_wrong_loop import CALLS, _calls, _state
 
 pytestmark = pytest.mark.anyio
 
@@ -321,6 +325,28 @@ def test_a_device_belongs_to_the_trio_run_it_was_opened_in(engine: str) -> None:
     assert dev._port.closed, "the run's end closed the device's port"
     trio.run(used, dev)
     anyio.run(opened_then_used_elsewhere, engine)
+
+
+@pytest.mark.parametrize("call", CALLS)
+async def test_a_device_used_from_the_other_library_in_another_thread_is_refused_before_any_change(anyio_backend: str, call: str) -> None:
+    """Opened under one library (the test's backend), used from a run of the other in another thread."""
+    other: Callable[[Any], Any] = (lambda fn: trio.run(fn)) if anyio_backend == "asyncio" else (lambda fn: asyncio.run(fn()))
+    async with await arig.open(arig.host.cpu()) as dev:
+        await dev.run(_noop)
+        before = _state(dev)
+        seen: list[BaseException] = []
+
+        def elsewhere() -> None:
+            try:
+                other(_calls(dev)[call])
+            except BaseException as exc:  # noqa: BLE001 - examined below
+                seen.append(exc)
+
+        await run_sync(elsewhere)  # anyio's to_thread, or trio's own (the same in every trio release)
+        (err,) = seen
+        assert isinstance(err, arig.WrongLoopError) and "HOST" in str(err) and "another event loop" in str(err), repr(err)
+        assert _state(dev) == before
+        await dev.run(_noop)  # still fine where it was opened
 
 
 async def opened_then_used_elsewhere(engine: str) -> None:
