@@ -1,6 +1,6 @@
 """The hang watchdog: a device whose pending work makes no progress for ``hang_ms`` is lost.
 
-Event-loop thread only: the watch is a timer of the device's loop (through its port), armed by
+Event-loop thread only: the watch is a timer of the device's loop (its own call_later, or the trio port's), armed by
 the submission that makes an idle device busy, and it re-arms itself while
 work is pending.  The timer holds the watch weakly, and the watch holds the
 timeline, not the device: a device dropped without ``stop`` is not kept
@@ -16,7 +16,6 @@ import weakref
 from typing import Any
 
 from ._errors import DeviceHang
-from ._port import LoopPort, port_of
 from ._timeline import Timeline
 
 
@@ -26,8 +25,8 @@ class HangWatch:
     __slots__ = ("_later", "_tl", "hang_s", "_period", "_timer", "__weakref__")
 
     def __init__(self, loop: Any, tl: Timeline, hang_s: float) -> None:
-        port: LoopPort = port_of(loop)
-        self._later = port.call_later
+        # An asyncio loop's own call_later (no port in between), or a trio run's port's: one signature.
+        self._later = loop.call_later
         self._tl = tl
         self.hang_s = hang_s
         self._period = min(hang_s / 4, 1.0)

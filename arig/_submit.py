@@ -72,6 +72,7 @@ class SubmitThread:
         self._loop = loop  # an asyncio loop, or a trio run's port (arig._running.running_loop)
         port = self._port = port_of(loop)
         self._post = port.post
+        self._new_future = port.future_factory()  # asyncio's loop.create_future itself
         self._q: _queue.SimpleQueue[Any] = _queue.SimpleQueue()
         self._limit = limit
         self._put = 0
@@ -108,7 +109,7 @@ class SubmitThread:
         while self.full():
             check()
             if self._space is None or self._space.done():
-                self._space = self._port.create_future()
+                self._space = self._new_future()
             self._space_wanted = True
             if not self.full():  # re-check after announcing: see the module docstring
                 break
@@ -137,7 +138,7 @@ class SubmitThread:
         self.put_fill(qi, item[0], item[1], v)
 
     def put_control(self, fn: Callable[..., Any], *args: Any, when_lost: bool = False) -> Any:
-        fut = self._port.create_future()
+        fut = self._new_future()
         self._q.put(Control(fn, args, fut, when_lost))
         return fut
 
