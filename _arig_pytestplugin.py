@@ -23,8 +23,8 @@ Fixtures, each an open ``arig.Device`` stopped after the test:
   ``@pytest.mark.asyncio(loop_scope="module")``: a device serves one loop).
 
 The tests are async: ``@pytest.mark.asyncio`` (pytest-asyncio, strict mode
-is fine) or ``@pytest.mark.anyio`` (anyio's plugin, asyncio backend; trio
-runs are skipped).  The fixture names are sync fixtures that pick, per test,
+is fine) or ``@pytest.mark.anyio`` (anyio's plugin, on its asyncio or trio
+backend: the device is opened in the test's own run).  The fixture names are sync fixtures that pick, per test,
 an async fixture run by whichever of the two plugins runs the test, on the
 test's own loop.
 
@@ -223,8 +223,8 @@ def _pick(request: pytest.FixtureRequest, role: str) -> str:
     if "anyio_backend" in request.fixturenames:
         backend = request.getfixturevalue("anyio_backend")  # a name, or (name, options)
         backend = backend[0] if isinstance(backend, tuple) else backend
-        if backend != "asyncio":
-            pytest.skip(f"{fixture}: arig devices run on asyncio, not on anyio's {backend} backend")
+        if backend not in ("asyncio", "trio"):
+            pytest.skip(f"{fixture}: arig devices run on asyncio and trio, not on anyio's {backend} backend")
         return _inner_name(role, "anyio", None)
     node = request.node
     scope = node.stash.get(_MODULE_LOOP, None) if role == "device_module" else _loop_scope(node) if isinstance(node, pytest.Item) else None

@@ -68,8 +68,8 @@ def _detach_when_ended(st: SubmitThread, then: Callable[[], None] | None) -> Non
 
 def _abandon(st: SubmitThread, name: str, source: Any) -> None:
     message = f"arig: device {name} was never stopped; use `async with` or `await dev.stop()`"
-    loop = st._loop
-    if loop.is_closed():
+    port = st._port
+    if port.closed:
         release(st)
     else:
         st.abandon()  # the thread's close posts the backend's detach to the loop
@@ -77,7 +77,7 @@ def _abandon(st: SubmitThread, name: str, source: Any) -> None:
         context: dict[str, Any] = {"message": message}
         if source is not None:
             context["source_traceback"] = source  # asyncio's handler prints it: "Object created at"
-        loop.call_exception_handler(context)
+        port.report(context)
     except Exception:  # noqa: BLE001 - a handler's failure must not keep the report's warning from being said
         pass
     # Last: under -W error the warning raises, and everything above must have happened.

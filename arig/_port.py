@@ -11,7 +11,14 @@ A port also owns what the device registers with its loop (readers of file
 descriptors, timers, futures), so the engine and the backends never call the
 loop's own methods.  ``port_of(loop)`` makes a port of a loop.
 
-Threads: ``post`` from any thread; everything else on the loop's thread.
+Two libraries run a device: asyncio (any asyncio loop) and trio (``trio.run``,
+anyio's trio backend; ``arig._trio_port``).  A device is bound to what it was
+opened in: ``arig._running.running_loop()`` names it (the asyncio loop, or the trio run's
+port, which is that run's identity).  trio is imported only where a trio run
+is the one running: an asyncio program never imports it.
+
+Threads: ``post``, ``closed`` and ``running`` from any thread; everything else
+on the loop's thread.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import selectors
 import weakref
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 __all__ = ["LoopPort", "AsyncioPort", "port_of", "OnClose"]
@@ -44,14 +51,51 @@ class LoopPort:
         """Stop watching ``fd``; harmless once the loop is closed, or twice."""
         raise NotImplementedError
 
-    def create_future(self) -> asyncio.Future[Any]:
+    def create_future(self) -> Any:
+        """A future of this loop: ``done``, ``set_result``, ``set_exception``, ``exception``, awaitable.
+        Awaiting it directly, a cancelled waiter cancels it (its own future)."""
         raise NotImplementedError
 
-    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> asyncio.TimerHandle:
+    def future_factory(self) -> Callable[[], Any]:
+        """``create_future`` itself, for a caller that makes one per wait (no call in between)."""
+        raise NotImplementedError
+
+    def shield(self, fut: Any) -> Awaitable[Any]:
+        """Wait for ``fut`` (shared by several waiters): a cancelled waiter leaves it pending."""
+        raise NotImplementedError
+
+    async def wait_for(self, aw: Awaitable[Any], timeout: float) -> Any:
+        """``await aw``, or ``TimeoutError`` (``aw`` cancelled) after ``timeout`` seconds."""
+        raise NotImplementedError
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` as a task of the loop's own, out of reach of the caller's cancellation;
+        its outcome goes to the returned future (``shield`` it to wait)."""
+        raise NotImplementedError
+
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call ``fn(*args)`` on the loop after ``delay`` seconds; the handle's ``cancel()`` prevents it."""
         raise NotImplementedError
 
     @property
     def closed(self) -> bool:
+        raise NotImplementedError
+
+    def running(self) -> bool:
+        """Does the loop still run (any thread)?"""
+        raise NotImplementedError
+
+    def running_check(self) -> Callable[[], bool]:
+        """``running`` itself, for a check on every call."""
+        return self.running
+
+    @property
+    def debug(self) -> bool:
+        """Record where devices were opened (asyncio's debug mode)."""
+        return False
+
+    def report(self, context: dict[str, Any]) -> None:
+        """Say ``context["message"]`` as the loop says an unhandled error (asyncio's exception handler)."""
         raise NotImplementedError
 
     def on_close(self, fn: Callable[[], Any]) -> OnClose:
@@ -62,6 +106,11 @@ class LoopPort:
     def spin_selector(self) -> Any:
         """The low-latency loop's selector (``arig.new_event_loop``), or None."""
         return None
+
+    async def at_shutdown(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """Await ``fn()`` when the loop shuts down, while it still runs (``asyncio.run``'s end, a
+        trio run's end).  Keep the returned object referenced as long as the job should stay."""
+        raise NotImplementedError
 
 
 class AsyncioPort(LoopPort):
@@ -96,12 +145,37 @@ class AsyncioPort(LoopPort):
     def create_future(self) -> asyncio.Future[Any]:
         return self.loop.create_future()
 
+    def future_factory(self) -> Callable[[], Any]:
+        return self.loop.create_future
+
+    def shield(self, fut: Any) -> Awaitable[Any]:
+        return asyncio.shield(fut)
+
+    async def wait_for(self, aw: Awaitable[Any], timeout: float) -> Any:
+        return await asyncio.wait_for(aw, timeout)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return self.loop.create_task(coro)
+
     def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> asyncio.TimerHandle:
         return self.loop.call_later(delay, fn, *args)
 
     @property
     def closed(self) -> bool:
         return self._closed()
+
+    def running(self) -> bool:
+        return self.loop.is_running()
+
+    def running_check(self) -> Callable[[], bool]:
+        return self.loop.is_running
+
+    @property
+    def debug(self) -> bool:
+        return self.loop.get_debug()
+
+    def report(self, context: dict[str, Any]) -> None:
+        self.loop.call_exception_handler(context)
 
     def on_close(self, fn: Callable[[], Any]) -> OnClose:
         # asyncio has no close hook, but a closing loop drops every timer it holds: a timer
@@ -111,6 +185,13 @@ class AsyncioPort(LoopPort):
         hook._timer = weakref.ref(self.loop.call_later(_NEVER, _never_called, _Signal(hook)))
         return hook
 
+    async def at_shutdown(self, fn: Callable[[], Awaitable[Any]]) -> Any:
+        # An async generator parked at its yield: ``loop.shutdown_asyncgens()`` (``asyncio.run``
+        # does it) closes it, and its finally awaits the job.  The loop refers to it weakly.
+        keeper = _keeper(fn)
+        await keeper.__anext__()
+        return keeper
+
     def spin_selector(self) -> Any:
         from ._loop import SpinSelector
 
@@ -119,11 +200,13 @@ class AsyncioPort(LoopPort):
         return sel if isinstance(sel, SpinSelector) and isinstance(sel, selectors.BaseSelector) else None
 
 
-def port_of(loop: asyncio.AbstractEventLoop) -> LoopPort:
-    """A port of ``loop``.  Loop thread.
+def port_of(loop: Any) -> LoopPort:
+    """A port of ``loop`` (an asyncio loop, or a port already: a trio run's).  Loop thread.
 
-    Ports hold no state of their own beyond the loop, so each user may have its own:
-    a cache keyed by the loop would keep every loop alive (the port refers to it)."""
+    An asyncio port holds no state of its own beyond the loop, so each user may have its
+    own: a cache keyed by the loop would keep every loop alive (the port refers to it)."""
+    if isinstance(loop, LoopPort):
+        return loop
     return AsyncioPort(loop)
 
 
@@ -168,6 +251,13 @@ class _Signal:
                 fn()
             except BaseException:  # noqa: BLE001 - a collector's thread must not see it
                 pass
+
+
+async def _keeper(fn: Callable[[], Awaitable[Any]]) -> Any:
+    try:
+        yield None
+    finally:
+        await fn()
 
 
 def _never_called(signal: _Signal) -> None:

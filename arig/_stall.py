@@ -1,11 +1,14 @@
 """Measure how long the event loop stalls: the figure that says whether
-anything blocked the loop thread."""
+anything blocked the loop thread.  Under asyncio and trio alike (anyio's
+task group and sleep)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
+
+import anyio
+import anyio.abc
 
 __all__ = ["StallMeter"]
 
@@ -21,32 +24,31 @@ class StallMeter:
         self.period = period
         self.longest = 0.0
         self.ticks = 0
-        self._task: asyncio.Task[None] | None = None
+        self._group: anyio.abc.TaskGroup | None = None
         self._since = 0.0
 
     async def _tick(self) -> None:
         period = self.period
         while True:
             t = self._since = time.perf_counter()
-            await asyncio.sleep(period)
+            await anyio.sleep(period)
             late = time.perf_counter() - t - period
             self.ticks += 1
             if late > self.longest:
                 self.longest = late
 
     async def __aenter__(self) -> StallMeter:
-        self._task = asyncio.get_running_loop().create_task(self._tick())
-        await asyncio.sleep(0)
+        group = self._group = anyio.create_task_group()
+        await group.__aenter__()
+        group.start_soon(self._tick)
+        await anyio.sleep(0)
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
-        assert self._task is not None
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        assert self._group is not None
         # A stall that ends just before exit has not woken the ticker yet: count it here.
         late = time.perf_counter() - self._since - self.period
         if self._since and late > self.longest:
             self.longest = late
-        self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
+        self._group.cancel_scope.cancel()
+        return await self._group.__aexit__(*exc)

@@ -21,7 +21,6 @@ gate (``Backend.call_fill``).
 
 from __future__ import annotations
 
-import asyncio
 import queue as _queue
 import threading
 from collections.abc import Callable
@@ -62,30 +61,32 @@ class Control:
 
     __slots__ = ("fn", "args", "future", "when_lost")
 
-    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], future: asyncio.Future[Any] | None, when_lost: bool) -> None:
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], future: Any, when_lost: bool) -> None:
         self.fn, self.args, self.future, self.when_lost = fn, args, future, when_lost
 
 
 class SubmitThread:
     """Calls ``make()`` on its own thread, then fills and controls in order."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, name: str, limit: int) -> None:
-        self._loop = loop
-        self._post = port_of(loop).post
+    def __init__(self, loop: Any, name: str, limit: int) -> None:
+        self._loop = loop  # an asyncio loop, or a trio run's port (arig._running.running_loop)
+        port = self._port = port_of(loop)
+        self._post = port.post
+        self._new_future = port.future_factory()  # asyncio's loop.create_future itself
         self._q: _queue.SimpleQueue[Any] = _queue.SimpleQueue()
         self._limit = limit
         self._put = 0
         self._taken = 0
         self._space_wanted = False
-        self._space: asyncio.Future[None] | None = None
+        self._space: Any = None
         self._name = name
         self.failed = False  # set by the thread (or the loop) once the device is lost
         self.cause: BaseException | None = None
         self.backend: Any = None
         self.timeline: Any = None
         self._thread = threading.Thread(target=self._run, name=f"arig-submit-{name}", daemon=True)
-        self._opened: asyncio.Future[Any] = loop.create_future()
-        self._finished: asyncio.Future[None] = loop.create_future()
+        self._opened: Any = port.create_future()
+        self._finished: Any = port.create_future()
         self._make: Callable[[], Any] | None = None
 
     # -- loop thread -------------------------------------------------------
@@ -93,7 +94,7 @@ class SubmitThread:
         """Run ``make()`` on the new thread and return the backend it made."""
         self._make = make
         self._thread.start()
-        return await self._opened
+        return await self._port.shield(self._opened)
 
     def begin(self, timeline: Any) -> None:
         """Let the thread run fills, reporting to ``timeline``."""
@@ -108,12 +109,12 @@ class SubmitThread:
         while self.full():
             check()
             if self._space is None or self._space.done():
-                self._space = self._loop.create_future()
+                self._space = self._new_future()
             self._space_wanted = True
             if not self.full():  # re-check after announcing: see the module docstring
                 break
             # shield: the future is shared; cancelling one waiter must not cancel the others.
-            await asyncio.shield(self._space)
+            await self._port.shield(self._space)
 
     def wake_space(self) -> None:
         """Wake tasks waiting for room (they re-check and may raise)."""
@@ -136,8 +137,8 @@ class SubmitThread:
         """``put_fill`` of a ``Backend.prepare`` item."""
         self.put_fill(qi, item[0], item[1], v)
 
-    def put_control(self, fn: Callable[..., Any], *args: Any, when_lost: bool = False) -> asyncio.Future[Any]:
-        fut: asyncio.Future[Any] = self._loop.create_future()
+    def put_control(self, fn: Callable[..., Any], *args: Any, when_lost: bool = False) -> Any:
+        fut = self._new_future()
         self._q.put(Control(fn, args, fut, when_lost))
         return fut
 
@@ -148,8 +149,16 @@ class SubmitThread:
     def put_stop(self) -> None:
         self._q.put(_STOP)
 
+    def abandon_open(self) -> None:
+        """The open was cancelled while ``make()`` runs: the thread closes what it makes, and a
+        later failure of ``make()`` counts as heard (asyncio would report it as never retrieved)."""
+        self.put_stop()
+        retrieve = getattr(self._opened, "add_done_callback", None)  # asyncio's futures; trio's report nothing
+        if retrieve is not None:
+            retrieve(_retrieved)
+
     async def finished(self) -> None:
-        await asyncio.shield(self._finished)
+        await self._port.shield(self._finished)
 
     def abandon(self) -> None:
         """Finalizer path: ask the thread to release everything and end."""
@@ -267,12 +276,17 @@ class SubmitThread:
         self._post(_set_result, self._finished, None)
 
 
-def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
+def _retrieved(fut: Any) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _set_result(fut: Any, value: Any) -> None:
     if not fut.done():
         fut.set_result(value)
 
 
-def _set_exception(fut: asyncio.Future[Any], exc: BaseException) -> None:
+def _set_exception(fut: Any, exc: BaseException) -> None:
     if not fut.done():
         if isinstance(exc, StopIteration) or not isinstance(exc, Exception):
             # A future refuses StopIteration, and a task awaiting a

@@ -11,7 +11,6 @@ see a Python error).
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import collections
 import heapq
@@ -37,9 +36,11 @@ class Timeline:
     for itself (a CUDA device's join lane).  A value is reached once it and
     every value before it have completed, each on the lane it was assigned."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, name: str, nlanes: int) -> None:
-        self._loop = loop
-        self._call_soon = port_of(loop).post
+    def __init__(self, loop: Any, name: str, nlanes: int) -> None:
+        self._loop = loop  # an asyncio loop, or a trio run's port (arig._running.running_loop)
+        port = port_of(loop)
+        self._call_soon = port.post
+        self._new_future = port.future_factory()  # asyncio's loop.create_future itself: no call in between
         self._name = name
         # Written by reporting threads, read by the loop (a list item store is
         # atomic under the GIL); per lane, the highest value it completed.
@@ -53,7 +54,7 @@ class Timeline:
         self.progress_time = 0.0  # last note_progress
         self._order: collections.deque[tuple[int, int]] = collections.deque()
         self._multi = nlanes > 1
-        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []  # (value, order, future) of each waiter
+        self._heap: list[tuple[int, int, Any]] = []  # (value, order, future) of each waiter
         self._ids = itertools.count()
         self._kept: collections.deque[tuple[int, Any]] = collections.deque()
         # (value, fn, arg): calls waiting for a value (stream-ordered frees, arig._memory.Ledger).
@@ -104,7 +105,7 @@ class Timeline:
             raise DeviceLost(self._name, self.cause)  # a new one: see Device._check_usable
         # One future per waiter: cancelling a waiter cancels its own future
         # only, and no shield doubles the cost of the await.
-        fut = self._loop.create_future()
+        fut = self._new_future()
         heapq.heappush(self._heap, (v, next(self._ids), fut))
         await fut
 

@@ -15,8 +15,8 @@ of them offer (``dev.features``) is found once, at open.
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import time
 import sys
 import traceback
 import types
@@ -44,7 +44,8 @@ from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, Devic
 from ._fill import Work
 from ._hang_watch import HangWatch
 from ._memory import Buffer, Image, refuse_closed
-from ._port import OnClose, port_of
+from ._port import LoopPort, OnClose, port_of
+from ._running import running_loop
 from ._submit import SubmitThread
 from ._timeline import Timeline
 from .queue import AdoptedQueue, Queue
@@ -64,8 +65,8 @@ STOP_GRACE = 0.05
 STOP_NOTICE = 1.0
 
 
-def open_devices(loop: asyncio.AbstractEventLoop) -> list[Device]:
-    """The devices of ``loop`` that are open and not lost (loop thread)."""
+def open_devices(loop: Any) -> list[Device]:
+    """The devices of ``loop`` (``arig._running.running_loop()``) that are open and not lost (loop thread)."""
     return [d for d in _device_registry.devices() if d._loop is loop and not d._stopping and d._tl.cause is None]
 
 
@@ -86,10 +87,11 @@ class Device(FeatureCalls):
     _prepare: Any
     _backend: Backend
     _tl: Timeline
-    _loop: asyncio.AbstractEventLoop
+    _loop: Any  # what runs the device: an asyncio loop, or a trio run's port (arig._running)
+    _port: LoopPort
     _stop_timeout: float
     _stopping: bool
-    _stop_task: asyncio.Task[None] | None
+    _stop_task: Any  # the port's future of the one stop
     _nqueues: int
     _watch: HangWatch | None  # None where the backend has no hang timeout
     _finalizer: weakref.finalize[Any, Any]  # alive until the device is released (by stop, or at collection)
@@ -108,11 +110,12 @@ class Device(FeatureCalls):
         self._backend = backend
         self._tl = tl
         self._loop = st._loop
+        self._port = st._port
         # Which loop may use the device, checked cheaply on every call: the
         # thread that runs the device's loop, while that loop runs (a thread
         # runs one loop at a time); anything else takes _check_loop's slow path.
         self._tid = get_ident()
-        self._running = self._loop.is_running
+        self._running = self._port.running_check()
         self._stop_timeout = stop_timeout
         self._stopping = False
         self._stop_task = None
@@ -140,7 +143,7 @@ class Device(FeatureCalls):
         # Once the loop is closed, a task left in wait() must not keep the device (and its
         # threads) alive through the timeline: the waiters are dropped, and the device can
         # be collected (and released by its finalizer) or stopped from another loop.
-        self._on_close = port_of(self._loop).on_close(_forgetting(tl, self._sub))
+        self._on_close = self._port.on_close(_forgetting(tl, self._sub))
         _instruments.attach(self, tl)
         return self
 
@@ -192,14 +195,14 @@ class Device(FeatureCalls):
     def _check_loop(self) -> None:
         """Raise WrongLoopError unless the running loop is the device's own."""
         try:
-            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            running: Any = running_loop()
         except RuntimeError:
             running = None
         if running is self._loop:
             self._tid = get_ident()  # the loop now runs on another thread: the device follows it
             return
         where = "a thread with no running event loop" if running is None else "another event loop"
-        own = "an event loop that is closed now" if self._loop.is_closed() else "another event loop"
+        own = "an event loop that is closed now" if self._port.closed else "another event loop"
         raise WrongLoopError(
             f"device {self.name} was used from {where}; it belongs to the loop it was opened on, {own}. "
             "A device's futures and threads serve one loop: open a device in each loop that uses one"
@@ -364,7 +367,7 @@ class Device(FeatureCalls):
         loop: work not yet run is dropped, and the device's threads and driver
         are released (see ``_release_orphan``).
         """
-        if self._loop.is_closed():
+        if self._port.closed:
             await self._release_orphan()
             return
         self._check_loop()
@@ -373,19 +376,19 @@ class Device(FeatureCalls):
             self._backend.begin_stop()
             self._st.wake_space()
             self._sub.wake_space()
-            self._stop_task = self._loop.create_task(self._stop())
-        await asyncio.shield(self._stop_task)
+            self._stop_task = self._port.spawn(self._stop())
+        await self._port.shield(self._stop_task)
 
     async def _stop(self) -> None:
-        tl, st, loop = self._tl, self._st, self._loop
+        tl, st, port = self._tl, self._st, self._port
         # One deadline for the whole stop: a fill that blocks the submit thread
         # also keeps it from ending, and must not cost the timeout twice.
-        deadline = loop.time() + self._stop_timeout
+        deadline = time.monotonic() + self._stop_timeout
         if tl.lost is None and tl.assigned > tl.reached:
             await self._finish_work()
         st.put_stop()
         try:
-            await asyncio.wait_for(st.finished(), max(deadline - loop.time(), min(STOP_GRACE, self._stop_timeout)))
+            await port.wait_for(st.finished(), max(deadline - time.monotonic(), min(STOP_GRACE, self._stop_timeout)))
             ended = True
         except TimeoutError:
             ended = False
@@ -412,9 +415,9 @@ class Device(FeatureCalls):
         """Stop's wait for submitted work: at most ``stop_timeout``, then the device is lost.
         A wait past ``STOP_NOTICE`` is said once (a Ctrl-C would otherwise wait in silence)."""
         tl, timeout = self._tl, self._stop_timeout
-        notice = port_of(self._loop).call_later(STOP_NOTICE, _say_stop_waits, tl, self.name, timeout) if timeout > STOP_NOTICE else None
+        notice = self._port.call_later(STOP_NOTICE, _say_stop_waits, tl, self.name, timeout) if timeout > STOP_NOTICE else None
         try:
-            await asyncio.wait_for(tl.wait(tl.assigned), timeout)
+            await self._port.wait_for(tl.wait(tl.assigned), timeout)
         except TimeoutError:
             cause = DeviceHang(f"stop: work up to value {tl.assigned} did not finish within {timeout} s (reached {tl.reached})")
             tl.fail(cause, logging.WARNING)
@@ -436,12 +439,12 @@ class Device(FeatureCalls):
             return  # released already: by a stop that finished, or an earlier call
         self._finalizer.detach()
         self._stopping = True
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
-        post = port_of(loop).post
+        port = port_of(running_loop())
+        done = port.create_future()
+        post = port.post
         _device_registry.release(self._st, lambda: post(_resolve, done))
         try:
-            await asyncio.wait_for(asyncio.shield(done), self._stop_timeout)
+            await port.wait_for(port.shield(done), self._stop_timeout)
         except TimeoutError:
             _log.stop_slow(self.name, f"its loop is closed, and the submit thread did not end within the stop timeout ({self._stop_timeout} s): a fill still runs on it; it ends, and releases the device's driver, once that fill returns")
 
@@ -461,7 +464,7 @@ def _say_stop_waits(tl: Timeline, name: str, timeout: float) -> None:
         _log.stop_waits(name, tl.reached + 1, tl.assigned, timeout)
 
 
-def _resolve(fut: asyncio.Future[None]) -> None:
+def _resolve(fut: Any) -> None:
     if not fut.done():
         fut.set_result(None)
 
@@ -485,23 +488,21 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
     submissions waiting for that thread; ``stop_timeout`` bounds ``stop``.
     """
     name = check_open(opener, max_pending, stop_timeout)
-    loop = asyncio.get_running_loop()
+    loop = running_loop()
+    port = port_of(loop)
     # Where the device was opened, for the report of one never stopped: in debug mode only, as
     # asyncio records where its own tasks and handles were made.
-    source = traceback.extract_stack(sys._getframe(1)) if loop.get_debug() else None
+    source = traceback.extract_stack(sys._getframe(1)) if port.debug else None
     st = SubmitThread(loop, name, max_pending)
-    starting = asyncio.ensure_future(st.start(opener.make))
     try:
-        backend = await asyncio.shield(starting)
-    except asyncio.CancelledError:
-        st.put_stop()  # the thread closes the backend if make() succeeds
-        # Nobody awaits the open any more: retrieve a later failure of make().
-        starting.add_done_callback(lambda t: t.cancelled() or t.exception())
-        raise
+        backend = await st.start(opener.make)  # the future is shielded: a cancelled open leaves it to the thread
     except OpenError:
         raise
     except Exception as exc:  # noqa: BLE001 - every failure of an open is an OpenError
         raise OpenError(f"cannot open {name}: {describe(exc)}") from exc
+    except BaseException:  # cancelled (asyncio's CancelledError, trio's Cancelled), or interrupted
+        st.abandon_open()  # the thread closes the backend if make() succeeds
+        raise
     try:
         tl = Timeline(loop, backend.name, len(backend.queue_handles))
         backend.bind(tl, st.post)
@@ -512,7 +513,7 @@ async def open(opener: Opener, *, max_pending: int = DEFAULT_MAX_PENDING, stop_t
         except Exception:  # noqa: BLE001 - a half-bound backend: the open's own failure is what to report
             pass
         st.put_stop()  # the thread waits for begin(): a stop instead closes the backend and ends it
-        if isinstance(exc, (OpenError, asyncio.CancelledError)) or not isinstance(exc, Exception):
+        if isinstance(exc, OpenError) or not isinstance(exc, Exception):
             raise
         raise OpenError(f"cannot open {name}: {describe(exc)}") from exc
     st.begin(tl)

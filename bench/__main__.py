@@ -31,9 +31,11 @@ from ._cuda import gpu_name
 #: name -> (module, needs a CUDA GPU), in the order they run.  The fault
 #: benchmark runs first in its own process; idle and arig-only loop work run
 #: before PyTorch and CuPy are first imported (by latency).  idle measures
-#: the CUDA device where there is a GPU and the host device everywhere.
+#: the CUDA device where there is a GPU and the host device everywhere; trio
+#: (asyncio beside trio) the host device everywhere, CUDA and NV where they open.
 BENCHMARKS: dict[str, tuple[str, bool]] = {
     "host": ("bench.host", False),
+    "trio": ("bench.under_trio", False),
     "fault": ("bench.fault", True),
     "idle": ("bench.idle", False),
     "loop": ("bench.loop", True),

@@ -208,6 +208,23 @@ def _host_section(b: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _trio_section(b: dict[str, Any]) -> list[str]:
+    t = b.get("trio")
+    if not (isinstance(t, dict) and t.get("rows")):
+        return []
+    return _md("7c. The same devices under trio beside asyncio (anyio.run, each library's own run)",
+               ["device/library", "empty p50 µs", "p99", "CPU/wait µs", "64 tasks /s", "CPU/completion µs", "1 ms late p50 µs", "10 ms late p50 µs"],
+               [_trio_row(name, r) for name, r in t["rows"].items()])
+
+
+def _trio_row(name: str, r: dict[str, Any]) -> list[Any]:
+    if "empty" not in r:
+        return [name, "error: " + str(r.get("error", ""))[:60], "", "", "", "", "", ""]
+    m = r.get("tasks_64", {})
+    return [name, dig(r, "empty", "latency_us", "median"), dig(r, "empty", "latency_us", "p99"), dig(r, "empty", "cpu_us_per_wait"),
+            m.get("completions_per_s"), m.get("cpu_us_per_completion"), dig(r, "late_1ms", "lateness_us", "p50"), dig(r, "late_10ms", "lateness_us", "p50")]
+
+
 def _interop_section(b: dict[str, Any]) -> list[str]:
     io = b.get("interop")
     if not (isinstance(io, dict) and io.get("methods")):
@@ -252,7 +269,7 @@ def _sweep_section(b: dict[str, Any]) -> list[str]:
 #: The table's sections, in the order they print (the host device's, 7, follows the idle one, 8).
 _SECTIONS: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
     _latency_section, _concurrency_section, _submit_section, _loop_section, _replay_section,
-    _fault_section, _idle_section, _host_section, _interop_section, _nv_section, _sweep_section,
+    _fault_section, _idle_section, _host_section, _trio_section, _interop_section, _nv_section, _sweep_section,
 )
 
 def _latency_notes(methods: dict[str, Any]) -> list[str]:

@@ -31,6 +31,6 @@ async def test_a_failure_reaches_the_caller(arig_host: arig.Device) -> None:
 
 
 @pytest.mark.arig_gpu  # skipped where there is no GPU
-@pytest.mark.anyio  # anyio's plugin works too (on its asyncio backend; trio runs are skipped)
+@pytest.mark.anyio  # anyio's plugin works too (on its asyncio and trio backends)
 async def test_on_a_gpu(arig_gpu: arig.Device) -> None:
     assert arig_gpu.arch.startswith("sm_")

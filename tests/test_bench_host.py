@@ -14,13 +14,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_bench_quick_host_writes_the_host_figures(tmp_path: Path) -> None:
+def _quick(tmp_path: Path, only: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``python -m bench --quick --only ONLY``: its output folder and the finished process (exit 0)."""
     out = tmp_path / "bench"
     p = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "host", "--out", str(out), "--max-seconds", "50"],
+        [sys.executable, "-m", "bench", "--quick", "--only", only, "--out", str(out), "--max-seconds", "50"],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert p.returncode == 0, f"exit {p.returncode}\nstdout:\n{p.stdout[-3000:]}\nstderr:\n{p.stderr[-3000:]}"
+    return out, p
+
+
+def test_bench_quick_host_writes_the_host_figures(tmp_path: Path) -> None:
+    out, p = _quick(tmp_path, "host")
     files = sorted(f.name for f in out.iterdir())
     assert "results.json" in files and "table.md" in files
     assert len(files) <= 5, files  # only a few files come back from the GPU machine
@@ -45,3 +51,17 @@ def test_bench_quick_host_writes_the_host_figures(tmp_path: Path) -> None:
     table = (out / "table.md").read_text()
     assert "Host device" in table
     assert "Host device" in p.stdout  # the table is printed too
+
+
+def test_bench_quick_trio_writes_asyncio_and_trio_rows_of_the_host_device(tmp_path: Path) -> None:
+    out, p = _quick(tmp_path, "trio")
+    t = json.loads((out / "results.json").read_text())["benchmarks"]["trio"]
+    for lib in ("asyncio", "trio"):
+        r = t["rows"][f"host/{lib}"]
+        assert "error" not in r, r
+        assert r["library"] == lib and r["device"] == "HOST"
+        assert 0 < r["empty"]["latency_us"]["median"] <= r["empty"]["latency_us"]["p99"] and r["tasks_64"]["completions_per_s"] > 0
+        for late in ("late_1ms", "late_10ms"):
+            assert r[late]["lateness_us"]["n"] > 0 and r[late]["stamps_missing"] == 0, r[late]
+    assert t["ratio"]["host"]["empty_p50"] > 0
+    assert "under trio beside asyncio" in p.stdout and "host/trio" in p.stdout

@@ -62,6 +62,22 @@ PATHS = {
 }
 
 
+async def through(path: str, refs: list[weakref.ref[Token]]) -> arig.Device:
+    """A host device (watchdog on) given three submits that keep tokens (weakly in ``refs``),
+    then taken down ``path``; returned for what the caller checks after."""
+    gate = threading.Event()
+    dev = await arig.open(arig.host.cpu(hang_ms=100), stop_timeout=0.2)
+    for _ in range(3):
+        kept, arg = Token(), Token()
+        refs.extend([weakref.ref(kept), weakref.ref(arg)])
+        await dev.submit(noop, arg, keep=kept)
+    try:
+        await PATHS[path](dev, gate)
+    finally:
+        gate.set()
+    return dev
+
+
 @pytest.mark.parametrize("path", sorted(PATHS))
 def test_no_path_leaks_a_thread_fd_reader_or_kept_object(path: str) -> None:
     before, open_fds = arig_threads(), fds()
@@ -70,16 +86,7 @@ def test_no_path_leaks_a_thread_fd_reader_or_kept_object(path: str) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         readers_before = readers(loop)
-        gate = threading.Event()
-        dev = await arig.open(arig.host.cpu(hang_ms=100), stop_timeout=0.2)
-        for _ in range(3):
-            kept, arg = Token(), Token()
-            refs.extend([weakref.ref(kept), weakref.ref(arg)])
-            await dev.submit(noop, arg, keep=kept)
-        try:
-            await PATHS[path](dev, gate)
-        finally:
-            gate.set()
+        await through(path, refs)
         assert readers(loop) == readers_before
 
     run(main)
@@ -89,22 +96,23 @@ def test_no_path_leaks_a_thread_fd_reader_or_kept_object(path: str) -> None:
     assert fds() == open_fds
 
 
+async def never_stopped(refs: list[weakref.ref[Token]]) -> None:
+    """Open a device, submit work that keeps a token (weakly in ``refs``), and drop the device unstopped."""
+    dev = await arig.open(arig.host.cpu(queues=2))
+    kept = Token()
+    refs.append(weakref.ref(kept))
+    await dev.submit(lambda q, a, v: q.enqueue(time.sleep, 0.05), keep=kept)
+    del kept
+    with pytest.warns(ResourceWarning, match="never stopped"):
+        del dev
+        gc.collect()
+
+
 def test_a_device_never_stopped_and_collected_leaks_nothing() -> None:
     before, open_fds = arig_threads(), fds()
     refs: list[weakref.ref[Token]] = []
-
-    async def main() -> None:
-        dev = await arig.open(arig.host.cpu(queues=2))
-        kept = Token()
-        refs.append(weakref.ref(kept))
-        await dev.submit(lambda q, a, v: q.enqueue(time.sleep, 0.05), keep=kept)
-        del kept
-        with pytest.warns(ResourceWarning, match="never stopped"):
-            del dev
-            gc.collect()
-
     reported: list[dict[str, Any]] = []
-    run(main, reported)
+    run(lambda: never_stopped(refs), reported)
     assert [c["message"] for c in reported] == ["arig: device HOST was never stopped; use `async with` or `await dev.stop()`"]
     assert ended(arig_threads() - before)
     gc.collect()

@@ -339,22 +339,64 @@ def test_a_sync_test_is_told_to_be_async(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*arig_host is async: mark the test @pytest.mark.asyncio or @pytest.mark.anyio*"])
 
 
-def test_trio_backend_is_skipped(pytester: pytest.Pytester) -> None:
+TRIO = """
+    import anyio
+    import pytest
+    import trio.lowlevel
+    from arig.testing import faults
+
+    if not hasattr(trio.lowlevel, "in_trio_task"):  # anyio's pytest runner asks it; new in trio 0.23
+        def in_trio_task():
+            try:
+                trio.lowlevel.current_task()
+            except RuntimeError:
+                return False
+            return True
+
+        trio.lowlevel.in_trio_task = in_trio_task
+
+    @pytest.fixture(params=["asyncio", "trio"])
+    def anyio_backend(request):
+        return request.param
+
+    def bad(queue, arg, v):
+        raise ValueError("bad fill")
+
+    @pytest.mark.anyio
+    async def test_both(arig_device, arig_host, anyio_backend):
+        import sniffio
+        assert sniffio.current_async_library() == anyio_backend and arig_host.name == "HOST"
+        buf = await arig_device.alloc(64)
+        await arig_device.run(lambda q, a, v: None)
+        buf.close()
+
+    @pytest.mark.anyio
+    async def test_leak(arig_host):
+        await arig_host.alloc(64)
+
+    @pytest.mark.anyio
+    async def test_unheard(arig_host):
+        await arig_host.submit(bad)
+
+    @pytest.mark.anyio
+    async def test_a_cancelled_wait_is_not_left_pending(arig_host):
+        v = await faults.stall(arig_host, 0.05)
+        with anyio.move_on_after(0.01):  # trio's own cancel scope under trio
+            await arig_host.wait(v)
+"""
+
+
+def test_fixtures_under_trio_open_on_the_tests_run_and_check_as_under_asyncio(pytester: pytest.Pytester) -> None:
     pytest.importorskip("trio")
-    source = """
-        import pytest
-
-        @pytest.fixture(params=["asyncio", "trio"])
-        def anyio_backend(request):
-            return request.param
-
-        @pytest.mark.anyio
-        async def test_both(arig_host):
-            assert arig_host.name == "HOST"
-    """
-    result = run(pytester, source)
-    result.assert_outcomes(passed=1, skipped=1)
-    result.stdout.fnmatch_lines(["*arig devices run on asyncio, not on anyio's trio backend*"])
+    result = run(pytester, TRIO, "--arig-device", "host,fake", "-p", "no:logging")
+    failures(
+        result,
+        ("test_leak[[]asyncio[]]", "arig: 1 buffer(s) allocated on HOST"),
+        ("test_leak[[]trio[]]", "arig: 1 buffer(s) allocated on HOST"),
+        ("test_unheard[[]asyncio[]]", "arig: device HOST was lost*and nothing heard of it"),
+        ("test_unheard[[]trio[]]", "arig: device HOST was lost*and nothing heard of it"),
+    )
+    result.assert_outcomes(passed=6, failed=4)
 
 
 MODULE = """

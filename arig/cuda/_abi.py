@@ -36,9 +36,9 @@ from ctypes import byref, c_size_t, c_void_p
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import anyio
 
 from .. import _instruments
+from .._worker import Serial, run_sync
 from .._errors import ArigTypeError, ArigValueError, DeviceLost, DeviceStopped
 from ._launch import check_args, dims
 from ._gpu import GpuState
@@ -235,7 +235,7 @@ class CudaAbi:
     _cond: threading.Condition
     _calls: int
     _stopping: bool
-    _limiter: anyio.CapacityLimiter
+    _limiter: Serial
 
     def __init__(self, *_: Any) -> None:
         raise TypeError("a CUDA device makes its record: use dev.capability(arig.cuda_abi.KEY)")
@@ -247,7 +247,7 @@ class CudaAbi:
         self._cond = threading.Condition()
         self._calls = 0
         self._stopping = False
-        self._limiter = anyio.CapacityLimiter(1)
+        self._limiter = Serial()  # one construction at a time, under asyncio or trio
         return self
 
     @property
@@ -326,7 +326,7 @@ class CudaAbi:
             # which would keep the graph (and its destruction) alive.
             box.append(self.graph(ks))
 
-        await anyio.to_thread.run_sync(build, abandon_on_cancel=False, limiter=self._limiter)
+        await run_sync(build, serial=self._limiter)
         return box.pop()
 
     def _enter(self) -> None:

@@ -49,7 +49,6 @@ Lifetimes
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextlib
 import ctypes
@@ -62,6 +61,7 @@ from typing import Any
 from .._errors import ArigError, ArigTypeError, ArigValueError
 from .._libc import SEM_POST
 from .._memory import never_free
+from .._running import running_loop
 from ..queue import Queue
 from . import _graph_handles as _handles
 from . import _graph_launches as _launches
@@ -119,13 +119,13 @@ class OnEventLoop(ArigError, RuntimeError):
 
 def _not_on_loop(what: str) -> None:
     try:
-        asyncio.get_running_loop()
+        running_loop()
     except RuntimeError:
         return
     raise OnEventLoop(
         f"arig.cuda.capture.{what} was called on the event loop's thread: its CUDA calls can block for "
         "tens of milliseconds (libcuda's lock, a full stream) and would stall the loop; call it from a "
-        "fill or a worker thread (asyncio.to_thread)"
+        "fill or a worker thread (asyncio.to_thread, trio.to_thread.run_sync)"
     )
 
 

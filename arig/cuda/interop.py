@@ -17,13 +17,17 @@ path, its Python submit thread.
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
+import functools
 import weakref
 from typing import Any
 
+import anyio
+
 from .. import device as _device
 from .._errors import ArigTypeError, ArigValueError, safe_repr
+from .._port import port_of
+from .._running import running_loop
 from ..queue import AdoptedQueue, Queue
 
 __all__ = ["CudaQueue", "CudaAdoptedQueue", "stream_handle", "event_handle", "wait_event"]
@@ -151,36 +155,31 @@ class _Private:
     def __init__(self) -> None:
         self.devices: dict[int, Any] = {}
         self.keeper: Any = None
-        self.lock = asyncio.Lock()
+        self.lock = anyio.Lock()  # of the running library: asyncio's or trio's
 
 
-# Per loop; dropped when the loop shuts down (the keeper's finally).
-_private: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Private] = weakref.WeakKeyDictionary()
+# Per loop (an asyncio loop, or a trio run's port); dropped when the loop shuts down (the keeper's finally).
+_private: weakref.WeakKeyDictionary[Any, _Private] = weakref.WeakKeyDictionary()
 
 
-async def _keeper(loop: asyncio.AbstractEventLoop, private: _Private) -> Any:
-    """An async generator parked at its yield: ``loop.shutdown_asyncgens()`` (``asyncio.run``
-    does it) closes it, and that stops the devices ``wait_event`` opened on the loop."""
-    try:
-        yield None
-    finally:
-        _private.pop(loop, None)
-        for dev in list(private.devices.values()):
-            await dev.stop()
-        private.devices.clear()
+async def _stop_all(loop: Any, private: _Private) -> None:
+    """At the loop's shutdown (``LoopPort.at_shutdown``): stop the devices ``wait_event`` opened on it."""
+    _private.pop(loop, None)
+    for dev in list(private.devices.values()):
+        await dev.stop()
+    private.devices.clear()
 
 
 async def _device_for(gpu: int | None) -> Any:
     """An open CUDA device of this loop on ``gpu`` (any GPU if None), opening one if none is."""
-    loop = asyncio.get_running_loop()
+    loop = running_loop()
     for found in _device.open_devices(loop):
         if "wait_event" in found.features and (gpu is None or found.facts.get("ordinal") == gpu):
             return found
     private = _private.get(loop)
     if private is None:
         private = _private[loop] = _Private()
-        private.keeper = _keeper(loop, private)
-        await private.keeper.__anext__()  # parked: closed at the loop's shutdown
+        private.keeper = await port_of(loop).at_shutdown(functools.partial(_stop_all, loop, private))
     async with private.lock:
         index = 0 if gpu is None else gpu
         dev = private.devices.get(index)

@@ -23,9 +23,8 @@ import sys
 import types
 from collections.abc import Mapping
 
-import anyio.to_thread
-
 from arig._errors import ArigValueError, OpenError, safe_repr
+from arig._worker import run_sync
 from arig.device import Backend
 from arig.nvrm import _rm, _sysfs, _visible, abi
 from arig.nvrm._launch import Launch, pack, shipped_image
@@ -135,7 +134,8 @@ async def usage_async(i: int, window: float = 1.0) -> Usage:
     """
     _check_index(i)
     window = _check_window(window)
-    return await anyio.to_thread.run_sync(usage, i, window)
+    result: Usage = await run_sync(usage, i, window)
+    return result
 
 
 def describe(i: int) -> Mapping[str, object]:

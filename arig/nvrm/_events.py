@@ -26,12 +26,12 @@ its port, and waits for it, bounded).
 
 from __future__ import annotations
 
-import asyncio
 import select
 import threading
 from collections.abc import Callable
 
 from .._port import LoopPort, port_of
+from .._running import running_loop
 from . import _fd, _rm
 
 __all__ = ["DriverEvents", "QUIESCE_S"]
@@ -49,7 +49,6 @@ class DriverEvents:
     def __init__(self, gpu: _rm.Gpu, undo: _rm.Undo, stop_reads: Callable[[], None]) -> None:
         self.fd = gpu.os_event(undo)
         self._stop_reads = stop_reads
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._port: LoopPort | None = None
         self._watched = False
         self._epoll: select.epoll | None = None  # the loop's fd: holds self.fd (see the module docstring)
@@ -59,8 +58,7 @@ class DriverEvents:
 
     # -- loop thread ---------------------------------------------------------------------
     def watch(self, on_wake: Callable[[], None]) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._port = port_of(self._loop)
+        self._port = port_of(running_loop())
         ep = self._epoll = select.epoll()
         try:
             ep.register(self.fd, select.EPOLLIN)  # level-triggered: a wake is never lost between two looks
@@ -102,8 +100,8 @@ class DriverEvents:
     # -- the submit thread ----------------------------------------------------------------
     def quiesce(self) -> None:
         """Make sure the loop reads none of the device's memory (bounded wait: a loop that does not run reads nothing)."""
-        loop, port = self._loop, self._port
-        if loop is None or port is None or port.closed or not loop.is_running():
+        port = self._port
+        if port is None or port.closed or not port.running():
             return
         port.post(self._quiesce)
         self._quiet.wait(QUIESCE_S)

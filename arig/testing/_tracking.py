@@ -33,15 +33,18 @@ on the loop, as any other.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import threading
+import time
 import weakref
 from typing import Any
+
+import anyio
 
 from .._errors import describe
 from .._instruments import Instrument, add_instrument, instruments
 from .._memory import Buffer, Image
+from .._running import current_task
 from ..device import Device
 
 __all__ = ["Tracker", "track", "tracker_of", "settle", "raw_lost"]
@@ -63,7 +66,7 @@ class Tracker(Instrument):
         self.seen = False
         self._test = 0  # which test runs now: begin() counts them
         self._waiting: dict[int, int] = {}  # test -> its tasks still waiting
-        self._waits: dict[asyncio.Task[Any] | None, list[int]] = {}  # task -> the tests its waits began in
+        self._waits: dict[Any, list[int]] = {}  # task -> the tests its waits began in
         self.loss_reported = False
         self._lock = threading.Lock()  # graphs are made on worker threads (graph_async)
         self._marks = (0, 0, 0)
@@ -72,12 +75,12 @@ class Tracker(Instrument):
     # -- the instrument's hooks (the device's loop thread) ------------------------------------------
     def before_wait(self, dev: Device, v: int) -> None:
         self.pending += 1
-        self._waits.setdefault(asyncio.current_task(), []).append(self._test)
+        self._waits.setdefault(current_task(), []).append(self._test)
         self._waiting[self._test] = self._waiting.get(self._test, 0) + 1
 
     def after_wait(self, dev: Device, v: int) -> None:
         self.pending -= 1
-        task = asyncio.current_task()
+        task = current_task()
         began = self._waits.get(task)
         test = began.pop() if began else self._test
         if not began:
@@ -195,10 +198,9 @@ async def settle(dev: Device, timeout: float = SETTLE_TIMEOUT) -> None:
     waiter that hears the loss.  Then gives tasks woken by the completions a
     few turns of the loop to leave their waits.
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    await asyncio.sleep(0)
-    while raw_lost(dev) is None and dev.reached < dev.submitted and not dev.stopped and loop.time() < deadline:
-        await asyncio.sleep(0.001)
+    deadline = time.monotonic() + timeout
+    await anyio.sleep(0)
+    while raw_lost(dev) is None and dev.reached < dev.submitted and not dev.stopped and time.monotonic() < deadline:
+        await anyio.sleep(0.001)
     for _ in range(3):
-        await asyncio.sleep(0)
+        await anyio.sleep(0)

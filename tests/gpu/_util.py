@@ -1,12 +1,15 @@
-"""Helpers of the graph and capture GPU tests (``test_graphs_gpu.py``)."""
+"""Helpers of the GPU tests: the graph and capture tests (``test_graphs_gpu.py``), and the round trips
+that the asyncio and trio tests share (``saxpy_checked``, ``axpy_checked``)."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import ctypes
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
@@ -80,6 +83,82 @@ async def read(dev: arig.Device, buf: arig.Buffer, n: int) -> list[int]:
     out = np.zeros(n, np.uint64)
     await dev.download(buf, out)
     return [int(x) for x in out]
+
+
+async def saxpy_checked(dev: arig.Device) -> None:
+    """Upload two random vectors, ``saxpy`` them with the shipped image, download and compare with numpy."""
+    rng = np.random.default_rng(1)
+    n = 1 << 20
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    img = await dev.load(shipped_image())
+    bx, by = await dev.alloc(4 * n), await dev.alloc(4 * n)
+    await dev.upload(bx, x)
+    await dev.upload(by, y)
+    a = np.float32(1.75)
+    launch = Launch(img.function("saxpy"), (n + 255) // 256, 256, pack(a, bx, by, np.int32(n)))
+    v = await dev.submit(_launch_one, launch, keep=(img, bx, by))
+    await dev.wait(v)
+    out = np.empty_like(y)
+    await dev.download(by, out)
+    np.testing.assert_allclose(out, a * x + y, rtol=1e-6, atol=1e-6)
+    assert dev.reached_at(v) is not None
+
+
+async def gapless_stores(dev: arig.Device, total: int, tasks: int, run_all: Any) -> None:
+    """``total`` submits from ``tasks`` tasks, each fill storing v*7+1 at out[v] for its own value v;
+    the values are gapless and every store landed.  ``run_all(fns)`` runs the task functions
+    concurrently and returns once all ended (``asyncio.gather``, a trio nursery)."""
+    img = await dev.load(shipped_image())
+    out = await dev.alloc(8 * (total + 1))
+    store = img.function("store")
+    seen: list[int] = []
+
+    async def task(k: int) -> None:
+        for _ in range(total // tasks + (1 if k < total % tasks else 0)):
+            # The fill learns its own value v and stores v*7+1 at out[v].
+            v = await dev.submit(lambda s, a, v: Launch(store, 1, 1, pack(out, np.uint32(v), np.uint64(v * 7 + 1)))(s))
+            seen.append(v)
+            if v % 97 == 0:
+                await dev.wait(v)
+
+    await run_all([functools.partial(task, k) for k in range(tasks)])
+    await dev.wait(max(seen))
+    assert sorted(seen) == list(range(1, total + 1))
+    host = np.empty(total + 1, np.uint64)
+    await dev.download(out, host)
+    np.testing.assert_array_equal(host[1:], np.arange(1, total + 1, dtype=np.uint64) * 7 + 1)
+
+
+def _launch_one(stream: int, launch: Launch, v: int) -> int:
+    return launch(stream)
+
+
+def axpy_args(a: float, x: arig.Buffer, y: arig.Buffer, n: int) -> bytes:
+    """axpy(float a, const float *x, float *y, int n) as the kernel lays it out (tests/data/nv/probe.cu)."""
+    return struct.pack("<f4xQQi", a, x.address, y.address, n)
+
+
+async def axpy_checked(dev: arig.Device, cubin: bytes, kind: str) -> None:
+    """On an NV device: ``axpy`` (tests/data/nv/probe.cu) over ``kind`` memory, uploaded and downloaded, against numpy."""
+    import arig.nvrm as nvrm
+
+    n = 100_000
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(n, dtype=np.float32)
+    y = rng.standard_normal(n, dtype=np.float32)
+    image = await dev.load(cubin)
+    bx, by = await dev.alloc(4 * n, kind), await dev.alloc(4 * n, kind)
+    await dev.upload(bx, x)
+    await dev.upload(by, y)
+    launch = nvrm.Launch(image.function("axpy"), (n + 255) // 256, 256, axpy_args(2.5, bx, by, n))
+    await dev.run(launch, keep=(bx, by, image))
+    out = np.empty_like(y)
+    await dev.download(by, out)
+    np.testing.assert_allclose(out, np.float32(2.5) * x + y, rtol=1e-5, atol=1e-6)
+    assert np.array_equal(by.numpy(np.float32)[:n], out)  # the host view is the same memory
+    bx.close()
+    by.close()
 
 
 def chain(values: Sequence[int], start: int = 0) -> int:

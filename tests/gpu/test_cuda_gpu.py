@@ -16,6 +16,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,7 +27,7 @@ import arig.cuda_abi
 from arig.cuda import Launch, pack
 from arig.cuda import shipped_image
 
-from _util import compile_fill
+from _util import compile_fill, gapless_stores, saxpy_checked
 
 pytestmark = pytest.mark.arig_gpu
 
@@ -61,23 +62,8 @@ async def test_open_error_names_gpu_count() -> None:
 
 @pytest.mark.asyncio
 async def test_saxpy_random_against_numpy() -> None:
-    rng = np.random.default_rng(1)
-    n = 1 << 20
-    x = rng.standard_normal(n).astype(np.float32)
-    y = rng.standard_normal(n).astype(np.float32)
     async with await _open() as dev:
-        img = await dev.load(shipped_image())
-        bx, by = await dev.alloc(4 * n), await dev.alloc(4 * n)
-        await dev.upload(bx, x)
-        await dev.upload(by, y)
-        a = np.float32(1.75)
-        launch = Launch(img.function("saxpy"), (n + 255) // 256, 256, pack(a, bx, by, np.int32(n)))
-        v = await dev.submit(_fill, launch, keep=(img, bx, by))
-        await dev.wait(v)
-        out = np.empty_like(y)
-        await dev.download(by, out)
-        np.testing.assert_allclose(out, a * x + y, rtol=1e-6, atol=1e-6)
-        assert dev.reached_at(v) is not None
+        await saxpy_checked(dev)
 
 
 @pytest.mark.asyncio
@@ -90,27 +76,11 @@ async def test_wrong_argument_size_is_refused() -> None:
 
 @pytest.mark.asyncio
 async def test_10000_submits_from_64_tasks_gapless_and_checked() -> None:
-    total, tasks = 10_000, 64
+    async def gather(fns: list[Any]) -> None:
+        await asyncio.gather(*(fn() for fn in fns))
+
     async with await _open() as dev:
-        img = await dev.load(shipped_image())
-        out = await dev.alloc(8 * (total + 1))
-        store = img.function("store")
-        seen: list[int] = []
-
-        async def task(k: int) -> None:
-            for _ in range(total // tasks + (1 if k < total % tasks else 0)):
-                # The fill learns its own value v and stores v*7+1 at out[v].
-                v = await dev.submit(lambda s, a, v: Launch(store, 1, 1, pack(out, np.uint32(v), np.uint64(v * 7 + 1)))(s))
-                seen.append(v)
-                if v % 97 == 0:
-                    await dev.wait(v)
-
-        await asyncio.gather(*(task(k) for k in range(tasks)))
-        await dev.wait(max(seen))
-        assert sorted(seen) == list(range(1, total + 1))
-        host = np.empty(total + 1, np.uint64)
-        await dev.download(out, host)
-        np.testing.assert_array_equal(host[1:], np.arange(1, total + 1, dtype=np.uint64) * 7 + 1)
+        await gapless_stores(dev, 10_000, 64, gather)
 
 
 C_FILL = r"""

@@ -31,15 +31,12 @@ import arig.nvrm as nvrm
 import arig.nvrm._queue  # noqa: F401 - the queue type
 from arig._errors import DeviceLost, OpenError
 
+from _util import axpy_args, axpy_checked
+
 pytestmark = [pytest.mark.arig_gpu, pytest.mark.asyncio]
 
 REPO = Path(__file__).resolve().parents[2]
 CUBIN = (REPO / "tests" / "data" / "nv" / "probe.sm_90.cubin").read_bytes()
-
-
-def axpy_args(a: float, x: arig.Buffer, y: arig.Buffer, n: int) -> bytes:
-    """axpy(float a, const float *x, float *y, int n) as the kernel lays it out (tests/data/nv/probe.cu)."""
-    return struct.pack("<f4xQQi", a, x.address, y.address, n)
 
 
 def open_fds() -> int:
@@ -74,23 +71,8 @@ async def test_second_open_is_refused_naming_the_first() -> None:
 
 @pytest.mark.parametrize("kind", ["pinned", "mapped"])
 async def test_axpy_matches_numpy(kind: str) -> None:
-    n = 100_000
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(n, dtype=np.float32)
-    y = rng.standard_normal(n, dtype=np.float32)
     async with await arig.open(nvrm.gpu(0)) as dev:
-        image = await dev.load(CUBIN)
-        bx, by = await dev.alloc(4 * n, kind), await dev.alloc(4 * n, kind)
-        await dev.upload(bx, x)
-        await dev.upload(by, y)
-        launch = nvrm.Launch(image.function("axpy"), (n + 255) // 256, 256, axpy_args(2.5, bx, by, n))
-        await dev.run(launch, keep=(bx, by, image))
-        out = np.empty_like(y)
-        await dev.download(by, out)
-        np.testing.assert_allclose(out, np.float32(2.5) * x + y, rtol=1e-5, atol=1e-6)
-        assert np.array_equal(by.numpy(np.float32)[:n], out)  # the host view is the same memory
-        bx.close()
-        by.close()
+        await axpy_checked(dev, CUBIN, kind)
 
 
 async def test_same_results_as_cuda() -> None:

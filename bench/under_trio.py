@@ -1,0 +1,218 @@
+"""arig under trio beside asyncio, in one run: the same device, the same figures, each library's own run.
+
+Per device (the host device always; CUDA ``arig.cuda.gpu(0)`` and NV ``arig.nvrm.gpu(0)`` where
+they open) and per library (``anyio.run(..., backend="asyncio")`` and ``backend="trio"``), each in
+a fresh run with a fresh device:
+
+* ``empty``: one task, ``v = await dev.submit(op); await dev.wait(v)`` for the empty work (the
+  host device's no-op fill, an ``empty`` kernel on a GPU): latency p50/p99 and CPU per wait;
+* ``tasks_64``: 64 tasks doing the same: completions/s and CPU per completion;
+* ``late_1ms``/``late_10ms``: the length sweep's lateness (``bench.sweep``: latency less the
+  work's own length) at 1 ms and 10 ms: on a GPU the cubin's ``spin_stamped`` (its own GPU
+  stamps), on the host device a fill that spins that long on the host queue's worker and stamps
+  itself (``perf_counter``).
+
+``ratio``: trio's figure over asyncio's for each device, from this same run.
+Threads: everything runs on the main thread, in the runs it makes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import numpy as np
+
+import arig
+import arig.host
+
+from ._common import Config, error_record, host_noop_fill, log
+from ._lateness import samples, warm
+from ._stats import ratio, summarize
+
+__all__ = ["run", "LIBRARIES", "LATE_US"]
+
+LIBRARIES = ("asyncio", "trio")
+#: The lengths of the sweep this benchmark repeats (µs).
+LATE_US = (1_000, 10_000)
+TASKS = 64
+
+
+# -- the host device's timed work: a fill that spins on the host queue's worker and stamps itself ------
+
+
+class _HostTarget:
+    """``bench.sweep.measure``'s target over the host device: slots are a list of (start, end)."""
+
+    def __init__(self, dev: arig.Device) -> None:
+        self.dev = dev
+
+    async def slots(self, n: int) -> list[float]:
+        return [0.0] * (2 * n)
+
+    def launch(self, us: int, slots: list[float], i: int, grid: int = 1) -> Any:
+        def spin() -> None:
+            t0 = time.perf_counter()
+            slots[2 * i] = t0
+            while time.perf_counter() - t0 < us * 1e-6:
+                pass
+            slots[2 * i + 1] = time.perf_counter()
+
+        def fill(queue: Any, arg: Any, v: int) -> None:
+            queue.enqueue(spin)
+
+        return fill
+
+    def op(self) -> Callable[[Any], Any]:
+        submit, wait = self.dev.submit, self.dev.wait
+
+        async def once(fill: Any) -> None:
+            await wait(await submit(fill))
+
+        return once
+
+    async def read(self, slots: list[float], n: int) -> np.ndarray[Any, Any]:
+        # As the GPU's stamps: ns, start and end per sample (perf_counter's clock).
+        return (np.asarray(slots, dtype=np.float64) * 1e9).astype(np.uint64)
+
+    def free(self, slots: Any) -> None:
+        return None
+
+    def counters(self) -> dict[str, int] | None:
+        return None
+
+
+async def _target(kind: str) -> tuple[arig.Device, Any, Any]:
+    """An open device of ``kind``, its measure target and its empty work."""
+    if kind == "host":
+        dev = await arig.open(arig.host.cpu(), stop_timeout=10)
+        return dev, _HostTarget(dev), host_noop_fill
+    from .sweep import ArigTarget, _image, _opener
+
+    dev = await arig.open(_opener(kind), stop_timeout=10)
+    try:
+        target = ArigTarget(dev, await dev.load(_image(kind)), kind)
+    except BaseException:
+        await dev.stop()
+        raise
+    return dev, target, target.empty
+
+
+# -- the figures, in whichever library runs them ------------------------------------------------------
+
+
+async def _empty(dev: arig.Device, work: Any, n: int) -> dict[str, Any]:
+    submit, wait = dev.submit, dev.wait
+    for _ in range(min(n, 200)):  # warm-up, discarded
+        await wait(await submit(work))
+    lat = [0.0] * n
+    pc = time.perf_counter
+    c0 = time.process_time()
+    for i in range(n):
+        t = pc()
+        await wait(await submit(work))
+        lat[i] = pc() - t
+    cpu = time.process_time() - c0
+    return {"latency_us": summarize(lat, 1e6), "cpu_us_per_wait": cpu * 1e6 / n}
+
+
+async def _tasks(dev: arig.Device, work: Any, seconds: float) -> dict[str, Any]:
+    submit, wait = dev.submit, dev.wait
+    done = [0]
+    stop_at = [0.0]
+
+    async def task() -> None:
+        while time.perf_counter() < stop_at[0]:
+            await wait(await submit(work))
+            done[0] += 1
+
+    stop_at[0] = time.perf_counter() + min(0.1, seconds)  # warm-up
+    async with anyio.create_task_group() as tg:
+        for _ in range(TASKS):
+            tg.start_soon(task)
+    done[0] = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    stop_at[0] = t0 + seconds
+    async with anyio.create_task_group() as tg:
+        for _ in range(TASKS):
+            tg.start_soon(task)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {"tasks": TASKS, "completions_per_s": done[0] / wall, "cpu_us_per_completion": cpu * 1e6 / max(done[0], 1)}
+
+
+async def _late(target: Any, us: int, quick: bool) -> dict[str, Any]:
+    from .sweep import _figures, measure
+
+    await measure(target, [us] * warm(us, quick))
+    n = samples(us, quick)
+    return _figures(await measure(target, [us] * n), [us] * n)
+
+
+async def _row(kind: str, cfg: Config) -> dict[str, Any]:
+    import sniffio
+
+    dev, target, work = await _target(kind)
+    try:
+        out: dict[str, Any] = {"device": dev.name, "library": sniffio.current_async_library(), "completion": dev.facts.get("completion")}
+        out["empty"] = await _empty(dev, work, cfg.pick(3000, 200))
+        out["tasks_64"] = await _tasks(dev, work, cfg.pick(1.0, 0.2))
+        for us in LATE_US:
+            out[f"late_{us // 1000}ms"] = await _late(target, us, cfg.quick)
+        return out
+    finally:
+        await dev.stop()
+
+
+# -- running it ----------------------------------------------------------------------------------------
+
+
+def _kinds() -> list[str]:
+    kinds = ["host"]
+    try:
+        import arig.cuda
+
+        if arig.cuda.count() > 0:
+            kinds.append("cuda")
+    except Exception:  # noqa: BLE001 - no libcuda: no CUDA rows
+        pass
+    try:
+        import arig.nvrm
+
+        if arig.nvrm.count() > 0:
+            kinds.append("nv")
+    except Exception:  # noqa: BLE001 - no NVIDIA kernel driver: no NV rows
+        pass
+    return kinds
+
+
+def _brief(r: dict[str, Any]) -> str:
+    if "empty" not in r:
+        return str(r.get("error") or r.get("skipped"))[:100]
+    late = ", ".join(f"{us // 1000} ms late p50 {r[f'late_{us // 1000}ms']['lateness_us'].get('p50', float('nan')):.0f} µs" for us in LATE_US)
+    return (f"empty p50 {r['empty']['latency_us']['median']:.1f} µs (CPU {r['empty']['cpu_us_per_wait']:.1f} µs/wait), "
+            f"64 tasks {r['tasks_64']['completions_per_s']:.0f}/s, {late}")
+
+
+def run(cfg: Config) -> dict[str, Any]:
+    out: dict[str, Any] = {"libraries": list(LIBRARIES), "late_us": list(LATE_US), "rows": {}, "ratio": {}}
+    try:
+        import trio  # noqa: F401 - the trio rows need it
+    except ImportError as exc:
+        return {"skipped": f"trio is not installed: {exc}"}
+    for kind in _kinds():
+        for lib in LIBRARIES:
+            name = f"{kind}/{lib}"
+            try:
+                out["rows"][name] = anyio.run(_row, kind, cfg, backend=lib)
+            except Exception as exc:  # noqa: BLE001 - one row's failure must not end the others
+                out["rows"][name] = error_record(exc)
+            log(f"  trio bench {name}: {_brief(out['rows'][name])}")
+        a, t = out["rows"].get(f"{kind}/asyncio", {}), out["rows"].get(f"{kind}/trio", {})
+        if "empty" in a and "empty" in t:
+            out["ratio"][kind] = {
+                "empty_p50": ratio(t["empty"]["latency_us"]["median"], a["empty"]["latency_us"]["median"]),
+                "tasks_64": ratio(t["tasks_64"]["completions_per_s"], a["tasks_64"]["completions_per_s"]),
+            }
+    return out
