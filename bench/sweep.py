@@ -93,6 +93,7 @@ class ArigTarget:
 
         Launch = _launch_type(kind)
         self.dev, self.kind, self.pack, self.Launch = dev, kind, pack, Launch
+        self.image = image  # its launches name its functions: the image must outlive them (a dropped one is unloaded)
         self.stamped = image.function("spin_stamped")
         self.empty_fn = image.function("empty")
         self.empty = Launch(self.empty_fn, 1, 1, b"")
