@@ -137,7 +137,7 @@ static int look_fresh(core_t *c, uint64_t now, int fresh) {
         if (d > l->seen) {
             uint64_t t = atomic_load(&l->t_ns);
             int told = 1, exact = 0;
-            uint64_t g = c->ops->stamp ? stamp_of(c, l, now, i == fresh, &exact) : now;
+            uint64_t g = stamp_of(c, l, now, i == fresh, &exact); /* now where the GPU's time is unknown */
             if (exact || t <= l->t_look || atomic_load(&l->t_v) < d) {
                 /* the GPU's own time of this progress, or none and no host function stamped it: seen now */
                 atomic_store(&l->t_ns, t = g);

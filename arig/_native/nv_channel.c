@@ -1,6 +1,6 @@
 /* The NV GPFIFO channel itself: rings, templates and the kick that submits (see nv_channel.h).
  *
- * Dependencies run one way: the commands (lanes_nv.c) call nv_room, nv_after_peer and the kick; the
+ * Dependencies run one way: the commands (nv_commands.c) call nv_room, nv_after_peer and the kick; the
  * kick reserves ring room and waits for the GPU, and never calls back up.
  */
 #include "nv_channel.h"

@@ -1,4 +1,4 @@
-/* An NV GPFIFO channel driven from user space (arig_nvq), for lanes_nv.c and Python's NvQueue.
+/* An NV GPFIFO channel driven from user space (arig_nvq), for the commands (nv_commands.c), lanes_nv.c and Python's NvQueue.
  *
  * Work is pushbuffer words written into a ring of GPU-visible memory, named by a GPFIFO entry, made
  * visible by GP_PUT in USERD and a doorbell write.  One arig_nvq per channel.  Every encoding comes
