@@ -21,6 +21,7 @@ import numpy as np
 import arig
 from arig.cuda import Launch, pack
 from arig.cuda import shipped_image
+from arig._native import GAUGES
 
 
 def thread_cpu() -> Counter[str]:
@@ -81,7 +82,7 @@ async def probe(spin_us: int, sched: str | None, device: str, lengths: list[int]
                   f"  seen->resumed {np.median(wake) * 1e6:5.1f}  cpu/wait {cpu * 1e6:6.1f} us"
                   f"\n    late(lat-nominal) p50/p90/p99/max {q[0]:.0f}/{q[1]:.0f}/{q[2]:.0f}/{q[3]:.0f} us"
                   + (f"\n    predicted end - reached p10/p50/p90 {' / '.join(f'{x:.0f}' for x in np.percentile(np.array(err) * 1e6, [10, 50, 90]))} us" if err else "")
-                  + f"\n    core: {', '.join(f'{k} {v - s0.get(k, 0)}' for k, v in b.completion.stats().items())}"
+                  + f"\n    core: {', '.join(f'{k} {v if k in GAUGES else v - s0.get(k, 0)}' for k, v in b.completion.stats().items())}"
                   f"\n    cpu µs/op by thread: {top}", flush=True)
 
 

@@ -31,12 +31,14 @@ from typing import Any
 
 from .. import _env, _log
 
-__all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "NvTemplate", "NvSpec", "NvLaunchRecord", "NV_ERRORS", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS"]
+__all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "NvTemplate", "NvSpec", "NvLaunchRecord", "NV_ERRORS", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS", "GAUGES"]
 
 ABI = 3
 CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 #: Counters of ``Core.stats()``, in order.
 STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries")
+#: Gauges after the counters in ``Core.stats()`` (not counts: a probe prints them as they are).
+GAUGES = ("wake_est_ns", "sleep_over_ns")
 #: A Python fill that raised: it reports its own exception to the timeline.
 PY_FAILED = -1
 
@@ -377,9 +379,10 @@ class Core:
         self._fast.arig_core_abort(self.ptr)
 
     def stats(self) -> dict[str, int]:
-        out = (c_uint64 * len(STATS))()
-        self._fast.arig_core_stats(self.ptr, out, len(STATS))
-        return dict(zip(STATS, (int(x) for x in out)))
+        names = STATS + GAUGES
+        out = (c_uint64 * len(names))()
+        self._fast.arig_core_stats(self.ptr, out, len(names))
+        return dict(zip(names, (int(x) for x in out)))
 
     # -- the Python submit thread ---------------------------------------------------------
     def py_begin(self, v: int) -> bool:

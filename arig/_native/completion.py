@@ -53,6 +53,9 @@ class NativeCompletion:
     for its ``__init__`` (which makes the core), its faults' exceptions and its fills' results."""
 
     name = "native"
+    # The loop's own counters of its spin window (loop thread only; stats() reports them).
+    _woke_empty = _woke_far = _loop_spins = _loop_spin_hits = 0
+    _far_ns = 0  # summed: how far the predicted end was when the loop woke too early to spin
 
     def _start(self, owner: Any, n: int, memops: bool, make: Any, join: bool) -> None:
         """Make and start the core (``make(eventfd)``); ``join``: its last lane is the join lane."""
@@ -166,10 +169,15 @@ class NativeCompletion:
         due = core.due()
         if not due:
             return
+        self._woke_empty += 1
         left = due - time.monotonic_ns()
         if left > LOOP_SPIN_AHEAD_NS:
+            self._woke_far += 1
+            self._far_ns += left
             return  # woken early: the core tells the completion as usual
+        self._loop_spins += 1
         if core.loop_spin(min(max(left, 0) + LOOP_SPIN_PAST_NS, LOOP_SPIN_MAX_NS)):
+            self._loop_spin_hits += 1
             self.deliver_spun()
 
     def deliver(self) -> bool:
@@ -281,7 +289,13 @@ class NativeCompletion:
             self.core.stop()
 
     def stats(self) -> dict[str, int]:
-        return self.core.stats() if self.core is not None else {}
+        """The core's counters and gauges, then the loop's: woken ahead of a completion with a
+        prediction (``loop_woke_empty``), of those too early to spin (``loop_woke_far``, and how far
+        in all: ``loop_far_ns``), spins in the window and those that saw the completion."""
+        out = self.core.stats() if self.core is not None else {}
+        out.update(loop_woke_empty=self._woke_empty, loop_woke_far=self._woke_far, loop_far_ns=self._far_ns,
+                   loop_spins=self._loop_spins, loop_spin_hits=self._loop_spin_hits)
+        return out
 
     def close(self, idle: bool) -> None:
         """Free the core and the eventfd, or keep them forever where a host

@@ -189,4 +189,10 @@ void arig_core_destroy(core_t *c) {
 void arig_core_stats(core_t *c, uint64_t *out, int n) {
     for (int i = 0; i < n && i < S_NSTATS; i++)
         out[i] = atomic_load(&c->stats[i]);
+    /* Then two gauges the native thread learned (read racily: for probes): the loop's wake-up
+     * time after a pre-wake and how late its own timed sleeps end. */
+    if (n > S_NSTATS)
+        out[S_NSTATS] = (uint64_t)c->wake_est;
+    if (n > S_NSTATS + 1)
+        out[S_NSTATS + 1] = (uint64_t)(c->over > 0 ? c->over : 0);
 }
