@@ -32,9 +32,10 @@ from __future__ import annotations
 import heapq
 import itertools
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
+import outcome
 import trio
 
 from . import _log
@@ -45,6 +46,13 @@ __all__ = ["TrioPort", "TrioFuture", "current"]
 
 _PORT: trio.lowlevel.RunVar[TrioPort] = trio.lowlevel.RunVar("arig_port")
 _PENDING, _RESULT, _ERROR, _CANCELLED = range(4)
+# Bound once: a wait and a wake-up each call them, and an attribute lookup per call shows.
+_current_task = trio.lowlevel.current_task
+_reschedule = trio.lowlevel.reschedule
+_wait_rescheduled = trio.lowlevel.wait_task_rescheduled
+_SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
+_Value = outcome.Value
+_capture = outcome.capture
 
 
 def current() -> TrioPort | None:
@@ -63,14 +71,19 @@ def current() -> TrioPort | None:
 
 
 class TrioFuture:
-    """A result set once on the run's thread, awaited by any number of the run's tasks."""
+    """A result set once on the run's thread, awaited by any number of the run's tasks.
+
+    Its waiters are None, the one task parked on it (the usual case: a timeline's
+    waiter owns its future), or a list of them.  Waiting is a generator of its own
+    (no coroutine per wait) and a settled future wakes each waiter with the outcome
+    it resumes with (``reschedule``): a waiter reads no state once it wakes."""
 
     __slots__ = ("_state", "_value", "_waiters")
 
     def __init__(self) -> None:
         self._state = _PENDING
         self._value: Any = None
-        self._waiters: list[trio.lowlevel.Task] = []
+        self._waiters: Any = None
 
     def done(self) -> bool:
         return self._state != _PENDING
@@ -79,7 +92,17 @@ class TrioFuture:
         return self._state == _CANCELLED
 
     def set_result(self, value: Any) -> None:
-        self._settle(_RESULT, value)
+        if self._state != _PENDING:
+            raise ArigError("the future is already done")
+        self._state, self._value = _RESULT, value
+        waiters = self._waiters
+        if waiters is not None:
+            self._waiters = None
+            if type(waiters) is list:
+                for task in waiters:
+                    _reschedule(task, _Value(value))
+            else:
+                _reschedule(waiters, _Value(value))
 
     def set_exception(self, exc: BaseException) -> None:
         self._settle(_ERROR, exc)
@@ -91,12 +114,15 @@ class TrioFuture:
         return True
 
     def _settle(self, state: int, value: Any) -> None:
+        """Settle as an error or a cancellation: each waiter wakes and raises what ``result`` raises."""
         if self._state != _PENDING:
             raise ArigError("the future is already done")
         self._state, self._value = state, value
-        waiters, self._waiters = self._waiters, []
-        for task in waiters:
-            trio.lowlevel.reschedule(task)
+        waiters = self._waiters
+        if waiters is not None:
+            self._waiters = None
+            for task in waiters if type(waiters) is list else (waiters,):
+                _reschedule(task, _capture(self.result))
 
     def exception(self) -> BaseException | None:
         exc: BaseException | None = self._value if self._state == _ERROR else None
@@ -109,26 +135,50 @@ class TrioFuture:
             raise ArigError("the wait for this result was cancelled" if self._state == _CANCELLED else "the result is not set yet")
         return self._value
 
-    def __await__(self) -> Any:
-        return self._wait(True).__await__()
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return self._wait(True)
 
-    def shielded(self) -> Coroutine[Any, Any, Any]:
+    def shielded(self) -> Awaitable[Any]:
         """Wait without cancelling the future when the waiter is cancelled (asyncio's ``shield``)."""
-        return self._wait(False)
+        return _Shielded(self)
 
-    async def _wait(self, cancels: bool) -> Any:
-        if self._state == _PENDING:
-            task = trio.lowlevel.current_task()
-            self._waiters.append(task)
+    def _wait(self, cancels: bool) -> Generator[Any, Any, Any]:
+        if self._state != _PENDING:
+            return self.result()
+        task = _current_task()
+        waiters = self._waiters
+        if waiters is None:
+            self._waiters = task
+        elif type(waiters) is list:
+            waiters.append(task)
+        else:
+            self._waiters = [waiters, task]
 
-            def abort(_: Any) -> trio.lowlevel.Abort:
-                self._waiters.remove(task)
-                if cancels and not self._waiters and self._state == _PENDING:
-                    self._state = _CANCELLED  # a waiter's own future: skipped by whoever would resolve it
-                return trio.lowlevel.Abort.SUCCEEDED
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            waiters = self._waiters
+            if waiters is task:
+                self._waiters = None
+            elif type(waiters) is list:
+                waiters.remove(task)
+                if not waiters:
+                    self._waiters = None
+            if cancels and self._waiters is None and self._state == _PENDING:
+                self._state = _CANCELLED  # a waiter's own future: skipped by whoever would resolve it
+            return _SUCCEEDED
 
-            await trio.lowlevel.wait_task_rescheduled(abort)
-        return self.result()
+        return (yield from _wait_rescheduled(abort).__await__())
+
+
+class _Shielded:
+    """``TrioFuture.shielded()``: an awaitable that waits without cancelling the future."""
+
+    __slots__ = ("_fut",)
+
+    def __init__(self, fut: TrioFuture) -> None:
+        self._fut = fut
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return self._fut._wait(False)
 
 
 class _Timer:
