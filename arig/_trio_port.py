@@ -29,30 +29,23 @@ thread never raises into trio's scheduler: an exception escaping a
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-import outcome
 import trio
 
 from . import _log
 from ._errors import ArigError, describe
 from ._port import LoopPort, OnClose
+from ._trio_future import Posts, TrioFuture, guarded
 
 __all__ = ["TrioPort", "TrioFuture", "current"]
 
 _PORT: trio.lowlevel.RunVar[TrioPort] = trio.lowlevel.RunVar("arig_port")
-_PENDING, _RESULT, _ERROR, _CANCELLED = range(4)
-# Bound once: a wait and a wake-up each call them, and an attribute lookup per call shows.
-_current_task = trio.lowlevel.current_task
-_reschedule = trio.lowlevel.reschedule
-_wait_rescheduled = trio.lowlevel.wait_task_rescheduled
-_SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
-_Value = outcome.Value
-_capture = outcome.capture
 
 
 def current() -> TrioPort | None:
@@ -68,117 +61,6 @@ def current() -> TrioPort | None:
         port = TrioPort(token)
         _PORT.set(port)
         return port
-
-
-class TrioFuture:
-    """A result set once on the run's thread, awaited by any number of the run's tasks.
-
-    Its waiters are None, the one task parked on it (the usual case: a timeline's
-    waiter owns its future), or a list of them.  Waiting is a generator of its own
-    (no coroutine per wait) and a settled future wakes each waiter with the outcome
-    it resumes with (``reschedule``): a waiter reads no state once it wakes."""
-
-    __slots__ = ("_state", "_value", "_waiters")
-
-    def __init__(self) -> None:
-        self._state = _PENDING
-        self._value: Any = None
-        self._waiters: Any = None
-
-    def done(self) -> bool:
-        return self._state != _PENDING
-
-    def cancelled(self) -> bool:
-        return self._state == _CANCELLED
-
-    def set_result(self, value: Any) -> None:
-        if self._state != _PENDING:
-            raise ArigError("the future is already done")
-        self._state, self._value = _RESULT, value
-        waiters = self._waiters
-        if waiters is not None:
-            self._waiters = None
-            if type(waiters) is list:
-                for task in waiters:
-                    _reschedule(task, _Value(value))
-            else:
-                _reschedule(waiters, _Value(value))
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._settle(_ERROR, exc)
-
-    def cancel(self) -> bool:
-        if self._state != _PENDING:
-            return False
-        self._settle(_CANCELLED, None)
-        return True
-
-    def _settle(self, state: int, value: Any) -> None:
-        """Settle as an error or a cancellation: each waiter wakes and raises what ``result`` raises."""
-        if self._state != _PENDING:
-            raise ArigError("the future is already done")
-        self._state, self._value = state, value
-        waiters = self._waiters
-        if waiters is not None:
-            self._waiters = None
-            for task in waiters if type(waiters) is list else (waiters,):
-                _reschedule(task, _capture(self.result))
-
-    def exception(self) -> BaseException | None:
-        exc: BaseException | None = self._value if self._state == _ERROR else None
-        return exc
-
-    def result(self) -> Any:
-        if self._state == _ERROR:
-            raise self._value
-        if self._state != _RESULT:
-            raise ArigError("the wait for this result was cancelled" if self._state == _CANCELLED else "the result is not set yet")
-        return self._value
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        return self._wait(True)
-
-    def shielded(self) -> Awaitable[Any]:
-        """Wait without cancelling the future when the waiter is cancelled (asyncio's ``shield``)."""
-        return _Shielded(self)
-
-    def _wait(self, cancels: bool) -> Generator[Any, Any, Any]:
-        if self._state != _PENDING:
-            return self.result()
-        task = _current_task()
-        waiters = self._waiters
-        if waiters is None:
-            self._waiters = task
-        elif type(waiters) is list:
-            waiters.append(task)
-        else:
-            self._waiters = [waiters, task]
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            waiters = self._waiters
-            if waiters is task:
-                self._waiters = None
-            elif type(waiters) is list:
-                waiters.remove(task)
-                if not waiters:
-                    self._waiters = None
-            if cancels and self._waiters is None and self._state == _PENDING:
-                self._state = _CANCELLED  # a waiter's own future: skipped by whoever would resolve it
-            return _SUCCEEDED
-
-        return (yield from _wait_rescheduled(abort).__await__())
-
-
-class _Shielded:
-    """``TrioFuture.shielded()``: an awaitable that waits without cancelling the future."""
-
-    __slots__ = ("_fut",)
-
-    def __init__(self, fut: TrioFuture) -> None:
-        self._fut = fut
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        return self._fut._wait(False)
 
 
 class _Timer:
@@ -200,11 +82,13 @@ class _Timer:
 class TrioPort(LoopPort):
     """The port of one trio run (see the module docstring)."""
 
-    __slots__ = ("token", "_run_soon", "_closed", "_readers", "_timers", "_ids", "_scope", "_hooks", "_tasks", "_jobs")
+    __slots__ = ("token", "_posts", "_post", "_new", "_closed", "_readers", "_timers", "_ids", "_scope", "_hooks", "_tasks", "_jobs")
 
     def __init__(self, token: trio.lowlevel.TrioToken) -> None:
         self.token = token
-        self._run_soon = token.run_sync_soon
+        self._posts = Posts(token.run_sync_soon)
+        self._post = self._posts.post
+        self._new = functools.partial(TrioFuture, self._posts)  # a future that may lead the posts
         self._closed = False
         self._readers: dict[int, trio.CancelScope] = {}
         self._timers: list[tuple[float, int, _Timer]] = []
@@ -221,7 +105,7 @@ class TrioPort(LoopPort):
         if self._closed:
             return
         try:
-            self._run_soon(_guarded, fn, args)
+            self._post(fn, args)
         except BaseException:  # noqa: BLE001 - the run finished (RunFinishedError); never into the caller's thread
             self._closed = True
 
@@ -247,11 +131,13 @@ class TrioPort(LoopPort):
         if fd in self._readers:
             self.remove_reader(fd)
         self._readers[fd] = self._start(_read, f"arig-reader-{fd}", fd, fn)
+        self._posts.lead_ok = False  # a device's completions come through its reader now (see arig._trio_future)
 
     def remove_reader(self, fd: int) -> None:
         scope = self._readers.pop(fd, None)
         if scope is None:
             return
+        self._posts.lead_ok = not self._readers and not self._closed
         scope.cancel()
         try:
             trio.lowlevel.notify_closing(fd)  # the fd may be closed next: trio must forget it now
@@ -259,10 +145,10 @@ class TrioPort(LoopPort):
             pass
 
     def future_factory(self) -> Callable[[], Any]:
-        return TrioFuture
+        return self._new
 
     def create_future(self) -> Any:
-        return TrioFuture()
+        return self._new()
 
     def shield(self, fut: Any) -> Awaitable[Any]:
         return fut.shielded()  # type: ignore[no-any-return]
@@ -273,7 +159,7 @@ class TrioPort(LoopPort):
         raise TimeoutError
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        fut = TrioFuture()
+        fut = self._new()
         self._start(_settle_with, "arig-task", coro, fut)
         return fut
 
@@ -312,7 +198,7 @@ class TrioPort(LoopPort):
                 timer = heapq.heappop(timers)[2]
                 if not timer._cancelled:
                     timer._cancelled = True  # ran: a late cancel() is harmless
-                    _guarded(timer.fn, timer.args)
+                    guarded(timer.fn, timer.args)
 
     async def _watch_end(self) -> None:
         """Park until the run ends (the main task returned: system tasks are cancelled); then run
@@ -330,6 +216,7 @@ class TrioPort(LoopPort):
 
     def _close(self) -> None:
         self._closed = True
+        self._posts.close()
         self._scope = None
         self._timers = []
         self._readers.clear()
@@ -351,17 +238,6 @@ async def _within(scope: trio.CancelScope, tasks: set[trio.CancelScope], fn: Cal
         tasks.discard(scope)
 
 
-def _guarded(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """Call ``fn(*args)`` on the run's thread; an exception is logged, never raised into trio's scheduler."""
-    try:
-        fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - asyncio's loop logs a callback's exception the same way
-        try:
-            _log.logger.error("exception in a callback of arig's trio port, %r: %s", fn, describe(exc), exc_info=(type(exc), exc, exc.__traceback__))
-        except Exception:  # noqa: BLE001 - a broken handler must not crash the run
-            pass
-
-
 def _call_hook(fn: Callable[[], Any]) -> None:
     try:
         fn()
@@ -378,7 +254,7 @@ async def _read(fd: int, fn: Callable[[], Any]) -> None:
     try:
         while True:
             await trio.lowlevel.wait_readable(fd)
-            _guarded(fn, ())
+            guarded(fn, ())
     except (trio.ClosedResourceError, OSError):
         pass  # the fd was removed (notify_closing) or closed under the reader: nothing more to read
 
