@@ -111,7 +111,7 @@ class Posts:
             self._wake()
 
     def may_lead(self) -> bool:
-        return self.leader is None and self.lead_ok and self._efd is not None
+        return self.leader is None and self.lead_ok  # lead_ok is False once the eventfd is closed
 
     def lead(self, fut: TrioFuture) -> Generator[Any, Any, bool]:
         """Lead while ``fut`` is pending: the caller's task waits on the eventfd and drains; it
@@ -184,21 +184,14 @@ class TrioFuture:
             raise ArigError("the future is already done")
         self._state, self._value = _RESULT, value
         waiters = self._waiters
-        if waiters is not None:
-            self._waiters = None
-            posts = self._posts
-            leader = posts.leader if posts is not None else None
-            if type(waiters) is not list:
-                if waiters is leader:
-                    posts.rouse()  # type: ignore[union-attr]
-                else:
-                    _reschedule(waiters, _Value(value))
-                return
-            for task in waiters:
-                if task is leader:
-                    posts.rouse()  # type: ignore[union-attr]
-                else:
-                    _reschedule(task, _Value(value))
+        if waiters is None:
+            return
+        self._waiters = None
+        posts = self._posts
+        if type(waiters) is not list and (posts is None or waiters is not posts.leader):
+            _reschedule(waiters, _Value(value))  # the usual case: one parked waiter
+        else:
+            self._wake(waiters)
 
     def set_exception(self, exc: BaseException) -> None:
         self._settle(_ERROR, exc)
@@ -217,13 +210,17 @@ class TrioFuture:
         waiters = self._waiters
         if waiters is not None:
             self._waiters = None
-            posts = self._posts
-            leader = posts.leader if posts is not None else None
-            for task in waiters if type(waiters) is list else (waiters,):
-                if task is leader:
-                    posts.rouse()  # type: ignore[union-attr]
-                else:
-                    _reschedule(task, _capture(self.result))
+            self._wake(waiters)
+
+    def _wake(self, waiters: Any) -> None:
+        """Wake ``waiters`` (a task, or a list) with what ``result`` returns or raises; a leader through the posts."""
+        posts = self._posts
+        leader = posts.leader if posts is not None else None
+        for task in waiters if type(waiters) is list else (waiters,):
+            if task is leader:
+                posts.rouse()  # type: ignore[union-attr]
+            else:
+                _reschedule(task, _capture(self.result))
 
     def exception(self) -> BaseException | None:
         exc: BaseException | None = self._value if self._state == _ERROR else None
@@ -268,9 +265,12 @@ class TrioFuture:
         if self._state != _PENDING:
             return self.result()
         task = _current_task()
-        self._join(task)
+        if self._waiters is None:
+            self._waiters = task
+        else:
+            self._join(task)
         posts = self._posts
-        if posts is not None and posts.may_lead():
+        if posts is not None and posts.leader is None and posts.lead_ok:  # may_lead(), inlined: every wait asks
             try:
                 led = yield from posts.lead(self)
             except BaseException:

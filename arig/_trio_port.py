@@ -3,11 +3,14 @@
 A trio run has no loop object, no futures, no timers and no readers of file
 descriptors, so this module gives the port what asyncio gives for free:
 
-* :class:`TrioFuture`, a one-shot result that tasks wait on through
-  ``trio.lowlevel.wait_task_rescheduled``: no task, no channel, no lock, a
-  list of the tasks parked on it.  A waiter cancelled while parked cancels
-  the future if it was its only waiter (as cancelling a task cancels the
-  asyncio future it awaits); ``shielded()`` waits without that.
+* :class:`TrioFuture` (``arig._trio_future``), a one-shot result that tasks
+  wait on through ``trio.lowlevel.wait_task_rescheduled``: no task, no
+  channel, no lock.  A waiter cancelled while parked cancels the future if
+  it was its only waiter (as cancelling a task cancels the asyncio future it
+  awaits); ``shielded()`` waits without that;
+* its posts (``arig._trio_future.Posts``): what other threads hand to the
+  run, run by a waiting task that leads them (it waits for the posts'
+  eventfd itself), else by trio's ``run_sync_soon``;
 * a timer task: one cancel scope whose deadline is the earliest timer,
   moved as timers come;
 * one reader task per watched fd, parked in ``wait_readable`` (trio serves
@@ -21,8 +24,8 @@ descriptors, so this module gives the port what asyncio gives for free:
 The port is the run's identity for a device (``Device._loop``): one per
 run, kept in a ``RunVar``, so it lives exactly as long as the run does.
 
-Threads: ``post`` from any thread (``TrioToken.run_sync_soon``, which never
-blocks); everything else on the run's thread.  What runs on the run's
+Threads: ``post`` from any thread (an eventfd's write or ``TrioToken.run_sync_soon``,
+neither of which blocks); everything else on the run's thread.  What runs on the run's
 thread never raises into trio's scheduler: an exception escaping a
 ``run_sync_soon`` callback or a system task would crash the whole run.
 """
