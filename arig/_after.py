@@ -1,0 +1,209 @@
+"""Work that waits for other devices' values: ``after=`` of ``submit``, ``run``, ``upload`` and ``download``.
+
+``await dev.submit(fill, arg, after=[(other, v)])`` assigns the value at once,
+as any submit does, but the submission reaches ``dev``'s submitter only once
+``other`` reached ``v``.  The wait is on the event loop and costs no thread:
+the peer's timeline calls back from its own delivery of ``v``
+(``Timeline.call_when``), in the same loop iteration that resolves the peer's
+waiters, so no task wakes in between.  Every pairing of devices and both
+engines wait this way; a wait on the GPU itself (a stream wait on the peer's
+timeline word) is for later, behind the same argument.
+
+Order: a device's submissions reach its submitter in value order, so while one
+is held every later submission of that device (on any queue) is held behind
+it.  The device's ``_put``, ``_full`` and ``_sub`` are swapped for the hold's
+while anything is held, and swapped back once it drains: a submit without
+``after=`` costs nothing more while nothing is held.
+
+Loss: a peer lost while work waits on it loses the waiting device, its cause
+a ``DeviceLost`` naming the peer (its work can never be run in order, and
+every value after it would wait for ever).  A waiting device lost meanwhile
+drops what it holds (its timeline already failed every waiter).  A stop
+waits for held work as for any other (``stop_timeout``, then the device is
+lost).  Back-pressure: at most ``max_pending`` submissions are held; more wait
+for room, as for the submit thread.
+
+Arguments (``check_after``), refused before a value is assigned: ``after`` is
+a list or tuple of ``(device, value)`` pairs; each device an open device of
+the same loop, not lost or stopped, and not the submitting device itself (its
+own values are ordered by its queues, and a wait across its own queues is
+what ``queue=`` order or a second submit after ``await`` says); each value an
+int from 0 to that device's ``submitted``.  A value already reached costs
+nothing.
+
+Threads: every function here runs on the event-loop thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ._device_args import check_index
+from ._errors import ArigTypeError, ArigValueError, DeviceLost, DeviceStopped, WrongLoopError, safe_repr
+
+__all__ = ["check_after", "hand_over_after"]
+
+
+def check_after(after: Any, dev: Any) -> list[tuple[Any, int]]:
+    """The (timeline, value) pairs ``dev``'s work must wait for: each peer once, at its highest
+    value, and only where that value is not reached yet.  Raises for anything else."""
+    if not isinstance(after, (list, tuple)):
+        raise ArigTypeError(f"after must be a list of (device, value) pairs, got {type(after).__name__}")
+    highest: dict[int, tuple[Any, int]] = {}
+    for pair in after:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise ArigTypeError(f"after takes (device, value) pairs, got {safe_repr(pair)}")
+        other, v = pair
+        _check_peer(other, dev)
+        v = check_index(v, "the value in after")
+        if v < 0:
+            raise ArigValueError(f"after: value {v} of {other.name} is negative; values are 1, 2, ... (0 is reached from the start)")
+        tl = other._tl
+        if v > tl.assigned:
+            raise ArigValueError(f"after: value {v} was never submitted to {other.name} (last is {tl.assigned})")
+        if v > tl.reached and v > highest.get(id(tl), (None, 0))[1]:
+            highest[id(tl)] = (tl, v)
+    return list(highest.values())
+
+
+def _check_peer(other: Any, dev: Any) -> None:
+    if not isinstance(other, type(dev)):
+        raise ArigTypeError(f"after names devices (arig.open's), got {safe_repr(other)}")
+    if other is dev:
+        raise ArigValueError(
+            f"after names {dev.name}, the submitting device itself: its own work is ordered by its queues; "
+            "to order across its queues, await the value, then submit"
+        )
+    if other._loop is not dev._loop:
+        raise WrongLoopError(f"after names {other.name}, a device of another event loop: a wait spans one loop's devices")
+    if other._tl.cause is not None:
+        other._tl.told += 1
+        raise DeviceLost(other.name, other._tl.cause)
+    if other._stopping:
+        raise DeviceStopped(f"after names {other.name}, which is stopped: none of its values will come")
+
+
+def hand_over_after(dev: Any, qi: int, item: Any, held: Any, waits: list[tuple[Any, int]]) -> int:
+    """``Device._hand_over`` for work that waits for ``waits``: assign its value, and hold it until
+    every peer reached its value (handed over at once where nothing waits and nothing is held)."""
+    holds: Holds | None = dev._holds
+    if not waits and (holds is None or not holds._held):
+        return int(dev._hand_over(qi, item, held))
+    if holds is None:
+        holds = dev._holds = Holds(dev)
+    tl = dev._tl
+    idle = tl.assigned == tl.reached
+    v: int = tl.assign(qi, held)
+    entry = holds.hold(qi, item, v, len(waits))
+    for peer_tl, pv in waits:
+        peer_tl.call_when(pv, holds.on_peer(entry, peer_tl))
+    if idle and dev._watch is not None:
+        dev._watch.arm()
+    return v
+
+
+class _Entry:
+    __slots__ = ("qi", "item", "v", "pending")
+
+    def __init__(self, qi: int, item: Any, v: int, pending: int) -> None:
+        self.qi, self.item, self.v, self.pending = qi, item, v, pending
+
+
+class Holds:
+    """One device's held submissions, in value order; while any is held, the device's submitter.
+
+    Holds the device weakly (it is the device's own attribute): a device dropped with work held
+    is collected and released as any other."""
+
+    def __init__(self, dev: Any) -> None:
+        self._dev = weakref.ref(dev)
+        self._sub = dev._sub  # the real submitter, under the hold
+        self._tl = dev._tl
+        self._name = dev.name
+        self._limit = dev._st._limit
+        self._new_future = dev._port.future_factory()
+        self._shield = dev._port.shield
+        self._held: collections.deque[_Entry] = collections.deque()
+        self._space: Any = None
+        dev._tl.on_fail(self._drop)
+
+    # -- the submitter's face, while something is held -------------------------------------
+    def full(self) -> bool:
+        return len(self._held) >= self._limit or self._sub.full()
+
+    async def wait_space(self, check: Callable[[], None]) -> None:
+        while len(self._held) >= self._limit:
+            check()
+            if self._space is None or self._space.done():
+                self._space = self._new_future()
+            await self._shield(self._space)
+        await self._sub.wait_space(check)
+
+    def wake_space(self) -> None:
+        self._wake()
+        self._sub.wake_space()
+
+    def forget_space(self) -> None:
+        self._space = None
+        self._sub.forget_space()
+
+    def put(self, qi: int, item: Any, v: int) -> None:
+        """A submission while something is held: behind it, waiting for nothing of its own."""
+        self._held.append(_Entry(qi, item, v, 0))
+
+    # -- holding -----------------------------------------------------------------------------
+    def hold(self, qi: int, item: Any, v: int, pending: int) -> _Entry:
+        entry = _Entry(qi, item, v, pending)
+        if not self._held:
+            dev = self._dev()
+            if dev is not None:
+                dev._put, dev._full, dev._sub = self.put, self.full, self
+        self._held.append(entry)
+        return entry
+
+    def on_peer(self, entry: _Entry, peer_tl: Any) -> Callable[[BaseException | None], None]:
+        """What ``peer_tl`` calls once it reached ``entry``'s value for it (None), or is lost (its cause)."""
+
+        def reached(cause: BaseException | None) -> None:
+            if cause is not None:
+                if entry.pending > 0 and self._tl.cause is None:
+                    self._tl.fail(DeviceLost(peer_tl._name, cause))  # drops everything held (_drop)
+                return
+            entry.pending -= 1
+            if entry.pending == 0 and self._held and self._held[0] is entry:
+                self._flush()
+
+        return reached
+
+    def _flush(self) -> None:
+        """Hand the submitter every entry from the front that waits for nothing more, in order."""
+        held, sub = self._held, self._sub
+        while held and held[0].pending == 0 and self._tl.cause is None:
+            e = held.popleft()
+            try:
+                sub.put(e.qi, e.item, e.v)
+            except BaseException as exc:  # noqa: BLE001 - the value can never be reached: lose the device (as _hand_over)
+                self._tl.fail(exc)
+                return
+        self._wake()
+        if not held:
+            self._restore()
+
+    def _restore(self) -> None:
+        dev = self._dev()
+        if dev is not None:
+            sub = self._sub
+            dev._put, dev._full, dev._sub = sub.put, sub.full, sub
+
+    def _wake(self) -> None:
+        if self._space is not None and not self._space.done():
+            self._space.set_result(None)
+
+    def _drop(self) -> None:
+        """The device is lost: what it holds is never run (its waiters were failed with it)."""
+        self._held.clear()
+        self._wake()
+        self._restore()
