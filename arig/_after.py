@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ._backend import Submitter
 from ._device_args import check_index
 from ._errors import ArigTypeError, ArigValueError, DeviceLost, DeviceStopped, WrongLoopError, safe_repr
 
@@ -52,6 +53,8 @@ def check_after(after: Any, dev: Any) -> list[tuple[Any, int]]:
     value, and only where that value is not reached yet.  Raises for anything else."""
     if not isinstance(after, (list, tuple)):
         raise ArigTypeError(f"after must be a list of (device, value) pairs, got {type(after).__name__}")
+    if isinstance(after, tuple) and len(after) == 2 and isinstance(after[0], type(dev)):
+        raise ArigTypeError("after takes a list of (device, value) pairs, got one pair: write after=[(device, value)]")
     highest: dict[int, tuple[Any, int]] = {}
     for pair in after:
         if not isinstance(pair, tuple) or len(pair) != 2:
@@ -120,7 +123,7 @@ class Holds:
 
     def __init__(self, dev: Any) -> None:
         self._dev = weakref.ref(dev)
-        self._sub = dev._sub  # the real submitter, under the hold
+        self._sub: Submitter = dev._sub  # the real submitter, under the hold
         self._tl = dev._tl
         self._name = dev.name
         self._limit = dev._st._limit
