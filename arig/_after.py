@@ -1,15 +1,21 @@
 """Work that waits for other devices' values: ``after=`` of ``submit``, ``run``, ``upload`` and ``download``.
 
-``await dev.submit(fill, arg, after=[(other, v)])`` assigns the value at once,
-as any submit does, but the submission reaches ``dev``'s submitter only once
-``other`` reached ``v``.  The wait is on the event loop and costs no thread:
-the peer's timeline calls back from its own delivery of ``v``
-(``Timeline.call_when``), in the same loop iteration that resolves the peer's
-waiters, so no task wakes in between.  Every pairing of devices and both
-engines wait this way; a wait on the GPU itself (a stream wait on the peer's
-timeline word) is for later, behind the same argument.
+``await dev.submit(fill, arg, after=[(other, v)])`` assigns the value at once, as any submit
+does; the work starts only once ``other`` reached ``v``.  Either way below, the peer's timeline
+calls back from its own delivery of ``v`` (``Timeline.call_when``), in the loop iteration that
+resolves the peer's waiters, so no task wakes in between, and no thread blocks.
 
-Order: a device's submissions reach its submitter in value order, so while one
+* On the device itself (feature ``"wait_peers"``, ``Gates``: CUDA devices with stream memory
+  operations): the work is handed over at once behind a *gate*, a wait of the device for a word
+  of its own host memory to reach the work's ticket (``arig.cuda._gates``); the callback opens
+  the gate with a store to that word.  Launch and submit cost are paid before the peer is done:
+  the hand-off is the device's poll of the word.  A loss of the device opens every gate still
+  shut (to ``GATE_OPEN``): no GPU waits for ever on a value that never comes.
+* On the loop (``Holds``: every other device and submission, C fills and adopted queues
+  included): the submission reaches the device's submitter only once the peers reached their
+  values.
+
+Order on the loop: a device's submissions reach its submitter in value order, so while one
 is held every later submission of that device (on any queue) is held behind
 it.  The device's ``_put``, ``_full`` and ``_sub`` are swapped for the hold's
 while anything is held, and swapped back once it drains: a submit without
@@ -89,12 +95,36 @@ def _check_peer(other: Any, dev: Any) -> None:
         raise DeviceStopped(f"after names {other.name}, which is stopped: none of its values will come")
 
 
-def hand_over_after(dev: Any, qi: int, item: Any, held: Any, waits: list[tuple[Any, int]]) -> int:
-    """``Device._hand_over`` for work that waits for ``waits``: assign its value, and hold it until
-    every peer reached its value (handed over at once where nothing waits and nothing is held)."""
+def hand_over_after(dev: Any, qi: int, fill: Any, arg: Any, item: Any, held: Any, waits: list[tuple[Any, int]]) -> int:
+    """``Device._hand_over`` for work that waits for ``waits``: assign its value, and hand it over
+    behind a gate of the device (feature ``"wait_peers"``), or hold it on the loop until every
+    peer reached its value.  Handed over as any submission where it waits for nothing."""
+    if not waits:
+        return int(dev._hand_over(qi, item, held))  # behind what is held, if anything is
+    if dev._waits_peers is not None:
+        v = _gated(dev, qi, fill, arg, held, waits)
+        if v is not None:
+            return v
+    return _held(dev, qi, item, held, waits)
+
+
+def _gated(dev: Any, qi: int, fill: Any, arg: Any, held: Any, waits: list[tuple[Any, int]]) -> int | None:
+    """Hand the work over behind a gate of the device; None where the backend cannot gate it."""
+    gates: Gates | None = dev._gates
+    if gates is None:
+        gates = dev._gates = Gates(dev._tl, dev._waits_peers)
+    made = gates.gate(qi, fill, arg, len(waits))
+    if made is None:
+        return None
+    v = int(dev._hand_over(qi, made[0], held))
+    for peer_tl, pv in waits:
+        peer_tl.call_when(pv, gates.on_peer(made[1], peer_tl))
+    return v
+
+
+def _held(dev: Any, qi: int, item: Any, held: Any, waits: list[tuple[Any, int]]) -> int:
+    """Assign the work's value and hold it on the loop until every peer reached its value."""
     holds: Holds | None = dev._holds
-    if not waits and (holds is None or not holds._held):
-        return int(dev._hand_over(qi, item, held))
     if holds is None:
         holds = dev._holds = Holds(dev)
     tl = dev._tl
@@ -106,6 +136,70 @@ def hand_over_after(dev: Any, qi: int, item: Any, held: Any, waits: list[tuple[A
     if idle and dev._watch is not None:
         dev._watch.arm()
     return v
+
+
+class _Ticket:
+    __slots__ = ("qi", "ticket", "pending")
+
+    def __init__(self, qi: int, ticket: int, pending: int) -> None:
+        self.qi, self.ticket, self.pending = qi, ticket, pending
+
+
+#: What a lost device stores into its gates still shut: above every ticket.
+GATE_OPEN = (1 << 64) - 1
+
+
+class Gates:
+    """One device's gates (``arig._backend.WaitsPeers``): per queue, the tickets handed out and
+    not yet opened, in order.  Holds the timeline and the backend, never the device."""
+
+    def __init__(self, tl: Any, backend: Any) -> None:
+        self._tl = tl
+        self._backend = backend
+        self._next: dict[int, int] = {}
+        self._shut: dict[int, collections.deque[_Ticket]] = {}
+        tl.on_fail(self._open_all)
+
+    def gate(self, qi: int, fill: Any, arg: Any, waits: int) -> tuple[Any, _Ticket] | None:
+        """The gated item of ``fill`` on queue ``qi`` and its ticket (shut until ``waits`` peers
+        reached their values), or None: the backend cannot gate it."""
+        n = self._next.get(qi, 0) + 1
+        item = self._backend.gate_item(qi, n, fill, arg)
+        if item is None:
+            return None
+        self._next[qi] = n
+        t = _Ticket(qi, n, waits)
+        self._shut.setdefault(qi, collections.deque()).append(t)
+        return item, t
+
+    def on_peer(self, t: _Ticket, peer_tl: Any) -> Callable[[BaseException | None], None]:
+        """What ``peer_tl`` calls once it reached its value for ``t`` (None), or is lost (its cause)."""
+
+        def reached(cause: BaseException | None) -> None:
+            if cause is not None:
+                if t.pending > 0 and self._tl.cause is None:
+                    self._tl.fail(DeviceLost(peer_tl._name, cause))  # opens every gate (_open_all)
+                return
+            t.pending -= 1
+            if t.pending == 0:
+                self._open(t.qi)
+
+        return reached
+
+    def _open(self, qi: int) -> None:
+        """Open queue ``qi``'s gate up to the last ticket from the front that waits for nothing more."""
+        shut, last = self._shut[qi], 0
+        while shut and shut[0].pending == 0:
+            last = shut.popleft().ticket
+        if last and self._tl.cause is None:
+            self._backend.open_gate(qi, last)
+
+    def _open_all(self) -> None:
+        """The device is lost: every gate still shut opens for good (its GPU must not wait for ever)."""
+        for qi, shut in self._shut.items():
+            if shut:
+                shut.clear()
+                self._backend.open_gate(qi, GATE_OPEN)
 
 
 class _Entry:

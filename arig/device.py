@@ -100,7 +100,8 @@ class Device(FeatureCalls):
     _tid: int
     _running: Callable[[], bool]
     _ins: _instruments.Dispatch | None  # None while no instrument watches the device
-    _holds: Any = None  # arig._after.Holds, from the first submission that waits for another device
+    _holds: Any = None  # arig._after.Holds, from the first submission the loop holds for another device
+    _gates: Any = None  # arig._after.Gates, from the first one gated on the device
 
     def __init__(self, *_: Any, **__: Any) -> None:
         raise ArigTypeError("devices are made by `await arig.open(opener)`")
@@ -269,7 +270,7 @@ class Device(FeatureCalls):
             refuse_closed(arg, keep)  # here, after any wait for room: a close during that wait counts
             held = (fill, arg, keep)
         if after is not None:
-            v = hand_over_after(self, qi, item, held, check_after(after, self))
+            v = hand_over_after(self, qi, fill, arg, item, held, check_after(after, self))
         else:
             v = self._hand_over(qi, item, held)
         if ins is not None:

@@ -3,14 +3,18 @@
 Pairings over what this machine has: host devices, the CUDA device over ``FakeCuda`` and the NV
 device over ``FakeNvrm`` (``tests/_kinds``); the ``engine`` fixture runs each over both engines.
 A peer's value is kept from being reached by a Python fill that blocks its submit thread (every
-kind), or by a held stream of the fake GPU; the waiting device's fill records, when it is
-called, whether the peer had reached its value.
+kind), or by a held stream of the fake GPU.  The waiting device's *work* records whether the
+peer had reached its value when it ran: work the fill enqueues (a host queue's item, a CUDA
+host function, which a gate on the GPU holds back), or the fill itself on an NV device (its
+submissions are held on the loop).  ``after=`` orders work, not the call of a fill: a CUDA
+fill is called at once, and its stream waits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +25,7 @@ import pytest
 import arig
 import arig._engine
 import arig.cuda
+import arig.cuda._lib
 import arig.host
 import arig.nvrm
 from arig.testing import FakeCuda, FakeNvrm
@@ -55,9 +60,26 @@ def _blocked(gate: threading.Event) -> Any:
     return fill
 
 
+HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_kept: list[Any] = []  # host functions the fake GPU may still call
+
+
+def on_queue(q: Any, fn: Any) -> None:
+    """Run ``fn()`` as work of queue ``q``, in its order: on a host queue's worker, as a CUDA host
+    function on the stream, or now (an NV queue: its submissions wait on the loop, fill and all)."""
+    if isinstance(q, arig.host.HostQueue):
+        q.enqueue(fn)
+    elif isinstance(q, int):
+        cb = HOST_FN(lambda _: fn())
+        _kept.append(cb)
+        assert arig.cuda._lib.lib.cuLaunchHostFunc(q, cb, None) == 0
+    else:
+        fn()
+
+
 def _seen(peer: Any, pv: int, log: list[bool]) -> Any:
     def fill(q: Any, arg: Any, v: int) -> None:
-        log.append(peer.reached >= pv)  # read on the submit thread: a plain int of the peer's timeline
+        on_queue(q, lambda: log.append(peer.reached >= pv))  # a plain int of the peer's timeline
 
     return fill
 
@@ -113,10 +135,11 @@ async def test_a_ping_pong_between_two_devices_keeps_its_order(engine: str) -> N
         async with await arig.open(ao) as a, await arig.open(bo) as b:
             box = [0]
 
+            seen: list[int] = []
+
             def step(want: int) -> Any:
                 def fill(q: Any, arg: Any, v: int) -> None:
-                    assert box[0] == want, (box[0], want)
-                    box[0] += 1
+                    on_queue(q, lambda: (seen.append(box[0] - want), box.__setitem__(0, box[0] + 1)))
 
                 return fill
 
@@ -127,6 +150,7 @@ async def test_a_ping_pong_between_two_devices_keeps_its_order(engine: str) -> N
             assert last is not None
             await asyncio.wait_for(last[0].wait(last[1]), T)
             assert box[0] == 200 and a.lost is None and b.lost is None
+            assert seen == [0] * 200, "a step ran before the one it waits for"
 
 
 async def test_a_peers_loss_loses_the_waiting_work_naming_the_peer(engine: str) -> None:
@@ -147,7 +171,7 @@ async def test_a_peers_loss_loses_the_waiting_work_naming_the_peer(engine: str) 
                 await asyncio.wait_for(waiter, T)
             assert peer.name in str(lost.value) and "the peer broke" in str(lost.value)
             assert isinstance(dev.lost, arig.DeviceLost) and dev.lost.device == peer.name
-            assert log == []  # the waiting work never ran
+            assert dev.reached < v  # never reported; a gate on the GPU opened at the loss (the fake checks no stream waits for ever)
             with pytest.raises(arig.DeviceLost):
                 await dev.submit(None)
 
@@ -275,3 +299,56 @@ def test_a_device_of_another_loop_is_refused() -> None:
     finally:
         other_loop.run_until_complete(other.stop())
         other_loop.close()
+
+
+async def test_cuda_work_waits_behind_a_gate_on_the_gpu(engine: str) -> None:
+    fake = FakeCuda()
+    with fake.installed():
+        async with await arig.open(arig.host.cpu()) as peer, await arig.open(arig.cuda.gpu(0)) as dev:
+            assert "wait_peers" in dev.features and dev.facts["after"].startswith("on the GPU")
+            gate, log = threading.Event(), []
+            pv = await peer.submit(_blocked(gate))
+            v1 = await dev.submit(_seen(peer, pv, log), after=[(peer, pv)])
+            v2 = await dev.submit(_seen(peer, pv, log))
+            waits = lambda: fake.calls("cuStreamWaitValue64_v2")  # noqa: E731
+            for _ in range(200):
+                if waits():
+                    break
+                await asyncio.sleep(0.01)
+            assert len(waits()) == 1 and dev._holds is None  # handed over at once, the stream waits
+            await asyncio.sleep(0.05)
+            assert log == [] and dev.reached == 0
+            gate.set()
+            await asyncio.wait_for(dev.wait(v2), T)
+            assert log == [True, True] and v2 == v1 + 1
+    assert fake.violations == []
+
+
+async def test_without_stream_memory_operations_cuda_waits_on_the_loop(engine: str) -> None:
+    fake = FakeCuda(memops=False)
+    with fake.installed():
+        async with await arig.open(arig.host.cpu()) as peer, await arig.open(arig.cuda.gpu(0)) as dev:
+            assert dev.facts["after"] == "on the event loop"
+            gate, log = threading.Event(), []
+            pv = await peer.submit(_blocked(gate))
+            v = await dev.submit(_seen(peer, pv, log), after=[(peer, pv)])
+            assert dev._holds is not None and len(dev._holds._held) == 1
+            gate.set()
+            await asyncio.wait_for(dev.wait(v), T)
+            assert log == [True] and fake.calls("cuStreamWaitValue64_v2") == []
+    assert fake.violations == []
+
+
+async def test_a_lost_cuda_device_opens_its_gates(engine: str) -> None:
+    fake = FakeCuda()
+    with fake.installed():
+        peer = await arig.open(arig.host.cpu())
+        dev = await arig.open(arig.cuda.gpu(0), stop_timeout=0.3)
+        gate = threading.Event()
+        pv = await peer.submit(_blocked(gate))
+        v = await dev.submit(None, after=[(peer, pv)])
+        await asyncio.wait_for(dev.stop(), T)  # the peer never comes within the timeout: lost, and its gate opened
+        assert isinstance(dev.lost, arig.DeviceHang) and dev.reached < v
+        gate.set()
+        await peer.stop()
+    assert fake.violations == []  # no stream of the fake GPU was left waiting for its gate
