@@ -21,13 +21,17 @@ it.  The device's ``_put``, ``_full`` and ``_sub`` are swapped for the hold's
 while anything is held, and swapped back once it drains: a submit without
 ``after=`` costs nothing more while nothing is held.
 
-Loss: a peer lost while work waits on it loses the waiting device, its cause
-a ``DeviceLost`` naming the peer (its work can never be run in order, and
-every value after it would wait for ever).  A waiting device lost meanwhile
-drops what it holds (its timeline already failed every waiter).  A stop
-waits for held work as for any other (``stop_timeout``, then the device is
-lost).  Back-pressure: at most ``max_pending`` submissions are held; more wait
-for room, as for the submit thread.
+``after=`` orders work, not the call of a fill: a gated fill is called when the submit thread
+gets to it, and what it enqueues waits on the stream; a held fill is called once it is handed on.
+
+Loss: a peer lost while work waits on it (held or gated) loses the waiting device, its cause a
+``DeviceLost`` naming the peer (its work can never run in order, and every value after it
+would wait for ever).  A waiting device lost meanwhile drops what it holds and opens its gates
+(its timeline already failed every waiter; what ran behind a gate is never reported).  A stop
+waits for held and gated work as for any other (``stop_timeout``, then the device is lost), and
+so does the hang watchdog (``hang_ms``: a peer slower than that loses the waiting device).
+Back-pressure: at most ``max_pending`` submissions are held; more wait for room, as for the
+submit thread (gated work is a submission like any other).
 
 Arguments (``check_after``), refused before a value is assigned: ``after`` is
 a list or tuple of ``(device, value)`` pairs; each device an open device of
@@ -138,6 +142,23 @@ def _held(dev: Any, qi: int, item: Any, held: Any, waits: list[tuple[Any, int]])
     return v
 
 
+def _on_peer(tl: Any, waiting: _Ticket | _Entry, peer_tl: Any, ready: Callable[[], None]) -> Callable[[BaseException | None], None]:
+    """What ``peer_tl`` calls (``Timeline.call_when``) for ``waiting``: with None once it reached its
+    value (``ready()`` once no peer is left to wait for), or with its cause once it is lost, which
+    loses ``tl``'s device too, naming the peer (its work could never run in order)."""
+
+    def reached(cause: BaseException | None) -> None:
+        if cause is not None:
+            if waiting.pending > 0 and tl.cause is None:
+                tl.fail(DeviceLost(peer_tl._name, cause))
+            return
+        waiting.pending -= 1
+        if waiting.pending == 0:
+            ready()
+
+    return reached
+
+
 class _Ticket:
     __slots__ = ("qi", "ticket", "pending")
 
@@ -173,18 +194,8 @@ class Gates:
         return item, t
 
     def on_peer(self, t: _Ticket, peer_tl: Any) -> Callable[[BaseException | None], None]:
-        """What ``peer_tl`` calls once it reached its value for ``t`` (None), or is lost (its cause)."""
-
-        def reached(cause: BaseException | None) -> None:
-            if cause is not None:
-                if t.pending > 0 and self._tl.cause is None:
-                    self._tl.fail(DeviceLost(peer_tl._name, cause))  # opens every gate (_open_all)
-                return
-            t.pending -= 1
-            if t.pending == 0:
-                self._open(t.qi)
-
-        return reached
+        """What ``peer_tl`` calls for ``t``; a loss opens every gate (``_open_all``)."""
+        return _on_peer(self._tl, t, peer_tl, lambda: self._open(t.qi))
 
     def _open(self, qi: int) -> None:
         """Open queue ``qi``'s gate up to the last ticket from the front that waits for nothing more."""
@@ -262,18 +273,8 @@ class Holds:
         return entry
 
     def on_peer(self, entry: _Entry, peer_tl: Any) -> Callable[[BaseException | None], None]:
-        """What ``peer_tl`` calls once it reached ``entry``'s value for it (None), or is lost (its cause)."""
-
-        def reached(cause: BaseException | None) -> None:
-            if cause is not None:
-                if entry.pending > 0 and self._tl.cause is None:
-                    self._tl.fail(DeviceLost(peer_tl._name, cause))  # drops everything held (_drop)
-                return
-            entry.pending -= 1
-            if entry.pending == 0 and self._held and self._held[0] is entry:
-                self._flush()
-
-        return reached
+        """What ``peer_tl`` calls for ``entry``; a loss drops everything held (``_drop``)."""
+        return _on_peer(self._tl, entry, peer_tl, self._flush)
 
     def _flush(self) -> None:
         """Hand the submitter every entry from the front that waits for nothing more, in order."""
