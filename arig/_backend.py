@@ -22,6 +22,7 @@ ask a backend what it happens to have:
   ``"dma"``         ``ExportsDmabuf``     ``dma``
   ``"map_host"``    ``MapsHost``          ``map_host``
   ``"wrap"``        ``Wraps``             ``wrap``
+  ``"wait_peers"``  ``WaitsPeers``        ``after=`` waits on the device itself
   ================  ====================  ======================================
 
 * the fill checks every backend shares (``defers_work``, ``fill_result``...):
@@ -61,6 +62,7 @@ __all__ = [
     "Opener",
     "Submitter",
     "WaitsEvents",
+    "WaitsPeers",
     "Wraps",
     "callable_name",
     "deferred_result",
@@ -314,9 +316,25 @@ class Wraps(Protocol):
         """``obj``'s memory as a buffer of this device (its library frees it, never arig)."""
 
 
+@runtime_checkable
+class WaitsPeers(Protocol):
+    """Feature ``"wait_peers"``: work that waits for other devices' values (``after=``) waits on
+    the device itself, behind a *gate*: a word of host memory the device polls, one per queue,
+    that the loop opens (a store, no driver call) once the other devices reached their values.
+    Tickets of a queue count 1, 2, 3, ... and are opened in order (``arig._after``).  Loop thread;
+    a loss of the device opens every gate (``abort``), so that nothing waits on one for ever."""
+
+    def gate_item(self, qi: int, ticket: int, fill: Any, arg: Any) -> Any:
+        """The item of ``fill`` (``prepare`` checked it) on queue ``qi``, behind the wait for gate
+        ``qi`` to reach ``ticket``; None where this one cannot be gated (the loop holds it instead)."""
+
+    def open_gate(self, qi: int, ticket: int) -> None:
+        """Let queue ``qi``'s work up to ``ticket`` start."""
+
+
 #: Every feature, by the name ``dev.features`` holds.
 FEATURES: Mapping[str, type] = types.MappingProxyType(
-    {"adopt": Adopts, "wait_event": WaitsEvents, "dma": ExportsDmabuf, "map_host": MapsHost, "wrap": Wraps}
+    {"adopt": Adopts, "wait_event": WaitsEvents, "dma": ExportsDmabuf, "map_host": MapsHost, "wrap": Wraps, "wait_peers": WaitsPeers}
 )
 
 

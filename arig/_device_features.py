@@ -15,7 +15,7 @@ from collections.abc import Callable
 from threading import get_ident
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._backend import Adopts, Backend, ExportsDmabuf, MapsHost, Submitter, WaitsEvents, Wraps, features_of
+from ._backend import Adopts, Backend, ExportsDmabuf, MapsHost, Submitter, WaitsEvents, WaitsPeers, Wraps, features_of
 from ._device_args import check_buffer, check_index, dma_region, host_memory, owned
 from ._errors import ArigTypeError, ArigValueError
 from ._memory import Buffer
@@ -32,6 +32,7 @@ class FeatureCalls:
     #: ``"adopt"``, ``"wait_event"``, ``"dma"``, ``"map_host"`` and ``"wrap"``, each the
     #: name of the method that works here (``"wait_event"``: ``join_event``, and so
     #: ``arig.cuda.wait_event``); the others raise ``ArigTypeError`` naming who has them.
+    #: ``"wait_peers"``: ``after=`` (every device's) waits on the device itself, not on the loop.
     features: frozenset[str]
     # The backend once more under each feature it has (None where it lacks it), typed by
     # the feature's protocol: the methods below call a feature through these only.
@@ -40,6 +41,7 @@ class FeatureCalls:
     _dmabuf: ExportsDmabuf | None
     _maps_host: MapsHost | None
     _wraps: Wraps | None
+    _waits_peers: WaitsPeers | None
     _sub: Submitter
     _full: Any
     _tid: int
@@ -60,6 +62,7 @@ class FeatureCalls:
         self._dmabuf = backend if isinstance(backend, ExportsDmabuf) else None
         self._maps_host = backend if isinstance(backend, MapsHost) else None
         self._wraps = backend if isinstance(backend, Wraps) else None
+        self._waits_peers = backend if isinstance(backend, WaitsPeers) else None
 
     def adopt(self, stream: Any) -> AdoptedQueue:
         """A queue made from a stream another library owns (CUDA devices).

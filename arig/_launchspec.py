@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ArigTypeError, ArigValueError, safe_repr
-from ._memory import Buffer, Image, Ledger, _Held, uses_of
+from ._memory import Buffer, Image, Ledger, _Held, owners_of, uses_of
 
 __all__ = ["LaunchSpec", "ParamLayout", "Args", "KernelImage", "args_size", "check_params", "dims", "c_arg", "fill_address",
            "is_c_fill", "FILL_ARGS", "U32", "pack"]  # fmt: skip
@@ -285,7 +285,7 @@ class LaunchSpec:
     this and makes its own record from the checked fields.
     """
 
-    __slots__ = ("func", "grid", "block", "args", "shared", "_uses")
+    __slots__ = ("func", "grid", "block", "args", "shared", "_uses", "_images")
 
     def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
         self.func = _func(func)
@@ -306,6 +306,7 @@ class LaunchSpec:
         noted (``_uses``: its image, the buffers ``pack`` saw), for the device to check at submit."""
         data = _args(args)
         self._uses = uses_of(self.func, args)
+        self._images = owners_of(self._uses)  # its image stays loaded while this launch lives
         known = self._params()
         if known is not None:
             check_params(known[1], data, known[0])

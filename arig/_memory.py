@@ -32,7 +32,7 @@ import numpy as np
 
 from ._errors import ArigKeyError, ArigTypeError, ArigValueError, safe_repr
 
-__all__ = ["Buffer", "Image", "Kind", "Ledger", "kind_names", "describe_kinds", "refuse_closed", "refuse_used", "uses_of"]
+__all__ = ["Buffer", "Image", "Kind", "Ledger", "kind_names", "describe_kinds", "refuse_closed", "refuse_used", "uses_of", "owners_of"]
 
 
 @dataclass(frozen=True)
@@ -77,11 +77,12 @@ class _Held:
     (the driver's free is posted, or the device stopped), so not even work submitted before the
     close may touch it any more."""
 
-    __slots__ = ("release", "host", "keep", "ledger", "closed", "freed", "why", "what", "functions", "__weakref__")
+    __slots__ = ("release", "host", "keep", "ledger", "closed", "freed", "why", "what", "functions", "owner", "__weakref__")
 
     def __init__(self, release: Callable[[], None] | None, host: Any, keep: Any, ledger: Ledger | None, what: str = "buffer") -> None:
         self.what = what  # "buffer" or "image", for messages
         self.functions: tuple[int, ...] = ()  # an image's kernel handles, in _FUNCTIONS while its code lives
+        self.owner: weakref.ref[Any] | None = None  # an image's Image object (what a Launch of its kernels keeps)
         self.release = release
         self.host = host
         self.keep = keep
@@ -213,6 +214,18 @@ def uses_of(func: int, args: Any) -> tuple[_Held, ...]:
     return packed if image is None else (image, *packed)
 
 
+def owners_of(uses: tuple[_Held, ...]) -> tuple[Any, ...]:
+    """The Image objects of the images in ``uses``, to be kept alive by a launch that names their
+    kernels: an image collected while a launch of it is kept would be unloaded under it (on CUDA the
+    launch would then fail with an invalid handle and lose the device)."""
+    out = []
+    for held in uses:
+        owner = held.owner() if held.owner is not None else None
+        if owner is not None:
+            out.append(owner)
+    return tuple(out)
+
+
 def refuse_used(uses: tuple[_Held, ...]) -> None:
     """Raise ``ArigValueError`` if a launch uses a closed buffer or an unloaded image (loop thread, at submit)."""
     for held in uses:
@@ -339,6 +352,7 @@ class Image:
         self._functions = dict(functions)
         self._held = held = _Held(release, None, None, ledger, "image")
         held.functions = tuple(self._functions.values())
+        held.owner = weakref.ref(self)
         for f in held.functions:
             _FUNCTIONS[f] = held
         if ledger is not None:

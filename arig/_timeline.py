@@ -68,6 +68,9 @@ class Timeline:
         self.lost: DeviceLost | None = None
         self.told = 0  # waiters and later calls the loss was raised to (did anyone hear of it?)
         self._on_fail: list[Any] = []
+        # (value, order, fn): another device's work held until a value here (``arig._after``);
+        # a heap of its own, not ``_due``, so no later value ahead of it can delay it.
+        self._calls: list[tuple[int, int, Any]] = []
 
     # -- loop thread -------------------------------------------------------
     @property
@@ -142,6 +145,9 @@ class Timeline:
         self.told += waiting
         for cb in self._on_fail:
             cb()
+        calls, self._calls = self._calls, []
+        for _, _, fn in calls:
+            fn(cause)
         _log.lost(self._name, cause, waiting, level)
 
     def forget_waiters(self) -> None:
@@ -152,6 +158,7 @@ class Timeline:
         collected, and with them the device a waiting task holds.  Any thread, once the
         loop is closed (nothing else touches the futures then)."""
         self._heap = []
+        self._calls = []
 
     def release_kept(self) -> None:
         """Drop every kept object and waiting call (at stop, once no work can still use them)."""
@@ -193,6 +200,24 @@ class Timeline:
             fut = heapq.heappop(heap)[2]
             if not fut.done():  # a cancelled waiter's future is skipped
                 fut.set_result(None)
+        if self._calls:
+            self._run_calls(r)
+
+    def call_when(self, v: int, fn: Any) -> None:
+        """Call ``fn(None)`` once ``v`` is reached, or ``fn(cause)`` once the timeline is lost (loop thread).
+
+        At once if either is so already.  ``fn`` must not raise: it runs inside a delivery."""
+        if self.cause is not None:
+            fn(self.cause)
+        elif v <= self.reached:
+            fn(None)
+        else:
+            heapq.heappush(self._calls, (v, next(self._ids), fn))
+
+    def _run_calls(self, r: int) -> None:
+        calls = self._calls
+        while calls and calls[0][0] <= r and self.lost is None:
+            heapq.heappop(calls)[2](None)
 
     def _run_due(self) -> None:
         """Run the waiting calls whose value is reached (loop thread); never while lost."""

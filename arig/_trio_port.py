@@ -3,11 +3,14 @@
 A trio run has no loop object, no futures, no timers and no readers of file
 descriptors, so this module gives the port what asyncio gives for free:
 
-* :class:`TrioFuture`, a one-shot result that tasks wait on through
-  ``trio.lowlevel.wait_task_rescheduled``: no task, no channel, no lock, a
-  list of the tasks parked on it.  A waiter cancelled while parked cancels
-  the future if it was its only waiter (as cancelling a task cancels the
-  asyncio future it awaits); ``shielded()`` waits without that.
+* :class:`TrioFuture` (``arig._trio_future``), a one-shot result that tasks
+  wait on through ``trio.lowlevel.wait_task_rescheduled``: no task, no
+  channel, no lock.  A waiter cancelled while parked cancels the future if
+  it was its only waiter (as cancelling a task cancels the asyncio future it
+  awaits); ``shielded()`` waits without that;
+* its posts (``arig._trio_future.Posts``): what other threads hand to the
+  run, run by a waiting task that leads them (it waits for the posts'
+  eventfd itself), else by trio's ``run_sync_soon``;
 * a timer task: one cancel scope whose deadline is the earliest timer,
   moved as timers come;
 * one reader task per watched fd, parked in ``wait_readable`` (trio serves
@@ -21,14 +24,15 @@ descriptors, so this module gives the port what asyncio gives for free:
 The port is the run's identity for a device (``Device._loop``): one per
 run, kept in a ``RunVar``, so it lives exactly as long as the run does.
 
-Threads: ``post`` from any thread (``TrioToken.run_sync_soon``, which never
-blocks); everything else on the run's thread.  What runs on the run's
+Threads: ``post`` from any thread (an eventfd's write or ``TrioToken.run_sync_soon``,
+neither of which blocks); everything else on the run's thread.  What runs on the run's
 thread never raises into trio's scheduler: an exception escaping a
 ``run_sync_soon`` callback or a system task would crash the whole run.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import weakref
@@ -40,11 +44,11 @@ import trio
 from . import _log
 from ._errors import ArigError, describe
 from ._port import LoopPort, OnClose
+from ._trio_future import Posts, TrioFuture, guarded
 
 __all__ = ["TrioPort", "TrioFuture", "current"]
 
 _PORT: trio.lowlevel.RunVar[TrioPort] = trio.lowlevel.RunVar("arig_port")
-_PENDING, _RESULT, _ERROR, _CANCELLED = range(4)
 
 
 def current() -> TrioPort | None:
@@ -60,75 +64,6 @@ def current() -> TrioPort | None:
         port = TrioPort(token)
         _PORT.set(port)
         return port
-
-
-class TrioFuture:
-    """A result set once on the run's thread, awaited by any number of the run's tasks."""
-
-    __slots__ = ("_state", "_value", "_waiters")
-
-    def __init__(self) -> None:
-        self._state = _PENDING
-        self._value: Any = None
-        self._waiters: list[trio.lowlevel.Task] = []
-
-    def done(self) -> bool:
-        return self._state != _PENDING
-
-    def cancelled(self) -> bool:
-        return self._state == _CANCELLED
-
-    def set_result(self, value: Any) -> None:
-        self._settle(_RESULT, value)
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._settle(_ERROR, exc)
-
-    def cancel(self) -> bool:
-        if self._state != _PENDING:
-            return False
-        self._settle(_CANCELLED, None)
-        return True
-
-    def _settle(self, state: int, value: Any) -> None:
-        if self._state != _PENDING:
-            raise ArigError("the future is already done")
-        self._state, self._value = state, value
-        waiters, self._waiters = self._waiters, []
-        for task in waiters:
-            trio.lowlevel.reschedule(task)
-
-    def exception(self) -> BaseException | None:
-        exc: BaseException | None = self._value if self._state == _ERROR else None
-        return exc
-
-    def result(self) -> Any:
-        if self._state == _ERROR:
-            raise self._value
-        if self._state != _RESULT:
-            raise ArigError("the wait for this result was cancelled" if self._state == _CANCELLED else "the result is not set yet")
-        return self._value
-
-    def __await__(self) -> Any:
-        return self._wait(True).__await__()
-
-    def shielded(self) -> Coroutine[Any, Any, Any]:
-        """Wait without cancelling the future when the waiter is cancelled (asyncio's ``shield``)."""
-        return self._wait(False)
-
-    async def _wait(self, cancels: bool) -> Any:
-        if self._state == _PENDING:
-            task = trio.lowlevel.current_task()
-            self._waiters.append(task)
-
-            def abort(_: Any) -> trio.lowlevel.Abort:
-                self._waiters.remove(task)
-                if cancels and not self._waiters and self._state == _PENDING:
-                    self._state = _CANCELLED  # a waiter's own future: skipped by whoever would resolve it
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
-        return self.result()
 
 
 class _Timer:
@@ -150,11 +85,13 @@ class _Timer:
 class TrioPort(LoopPort):
     """The port of one trio run (see the module docstring)."""
 
-    __slots__ = ("token", "_run_soon", "_closed", "_readers", "_timers", "_ids", "_scope", "_hooks", "_tasks", "_jobs")
+    __slots__ = ("token", "_posts", "_post", "_new", "_closed", "_readers", "_timers", "_ids", "_scope", "_hooks", "_tasks", "_jobs")
 
     def __init__(self, token: trio.lowlevel.TrioToken) -> None:
         self.token = token
-        self._run_soon = token.run_sync_soon
+        self._posts = Posts(token.run_sync_soon)
+        self._post = self._posts.post
+        self._new = functools.partial(TrioFuture, self._posts)  # a future that may lead the posts
         self._closed = False
         self._readers: dict[int, trio.CancelScope] = {}
         self._timers: list[tuple[float, int, _Timer]] = []
@@ -171,7 +108,7 @@ class TrioPort(LoopPort):
         if self._closed:
             return
         try:
-            self._run_soon(_guarded, fn, args)
+            self._post(fn, args)
         except BaseException:  # noqa: BLE001 - the run finished (RunFinishedError); never into the caller's thread
             self._closed = True
 
@@ -197,11 +134,13 @@ class TrioPort(LoopPort):
         if fd in self._readers:
             self.remove_reader(fd)
         self._readers[fd] = self._start(_read, f"arig-reader-{fd}", fd, fn)
+        self._posts.lead_ok = False  # a device's completions come through its reader now (see arig._trio_future)
 
     def remove_reader(self, fd: int) -> None:
         scope = self._readers.pop(fd, None)
         if scope is None:
             return
+        self._posts.lead_ok = not self._readers and not self._closed
         scope.cancel()
         try:
             trio.lowlevel.notify_closing(fd)  # the fd may be closed next: trio must forget it now
@@ -209,10 +148,10 @@ class TrioPort(LoopPort):
             pass
 
     def future_factory(self) -> Callable[[], Any]:
-        return TrioFuture
+        return self._new
 
     def create_future(self) -> Any:
-        return TrioFuture()
+        return self._new()
 
     def shield(self, fut: Any) -> Awaitable[Any]:
         return fut.shielded()  # type: ignore[no-any-return]
@@ -223,7 +162,7 @@ class TrioPort(LoopPort):
         raise TimeoutError
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        fut = TrioFuture()
+        fut = self._new()
         self._start(_settle_with, "arig-task", coro, fut)
         return fut
 
@@ -262,7 +201,7 @@ class TrioPort(LoopPort):
                 timer = heapq.heappop(timers)[2]
                 if not timer._cancelled:
                     timer._cancelled = True  # ran: a late cancel() is harmless
-                    _guarded(timer.fn, timer.args)
+                    guarded(timer.fn, timer.args)
 
     async def _watch_end(self) -> None:
         """Park until the run ends (the main task returned: system tasks are cancelled); then run
@@ -280,6 +219,7 @@ class TrioPort(LoopPort):
 
     def _close(self) -> None:
         self._closed = True
+        self._posts.close()
         self._scope = None
         self._timers = []
         self._readers.clear()
@@ -301,17 +241,6 @@ async def _within(scope: trio.CancelScope, tasks: set[trio.CancelScope], fn: Cal
         tasks.discard(scope)
 
 
-def _guarded(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
-    """Call ``fn(*args)`` on the run's thread; an exception is logged, never raised into trio's scheduler."""
-    try:
-        fn(*args)
-    except BaseException as exc:  # noqa: BLE001 - asyncio's loop logs a callback's exception the same way
-        try:
-            _log.logger.error("exception in a callback of arig's trio port, %r: %s", fn, describe(exc), exc_info=(type(exc), exc, exc.__traceback__))
-        except Exception:  # noqa: BLE001 - a broken handler must not crash the run
-            pass
-
-
 def _call_hook(fn: Callable[[], Any]) -> None:
     try:
         fn()
@@ -328,7 +257,7 @@ async def _read(fd: int, fn: Callable[[], Any]) -> None:
     try:
         while True:
             await trio.lowlevel.wait_readable(fd)
-            _guarded(fn, ())
+            guarded(fn, ())
     except (trio.ClosedResourceError, OSError):
         pass  # the fd was removed (notify_closing) or closed under the reader: nothing more to read
 

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import _device_registry, _instruments, _log
+from ._after import check_after, hand_over_after
 from ._backend import (
     DEFERRED,
     Backend,
@@ -99,6 +100,8 @@ class Device(FeatureCalls):
     _tid: int
     _running: Callable[[], bool]
     _ins: _instruments.Dispatch | None  # None while no instrument watches the device
+    _holds: Any = None  # arig._after.Holds, from the first submission the loop holds for another device
+    _gates: Any = None  # arig._after.Gates, from the first one gated on the device
 
     def __init__(self, *_: Any, **__: Any) -> None:
         raise ArigTypeError("devices are made by `await arig.open(opener)`")
@@ -225,7 +228,7 @@ class Device(FeatureCalls):
         return qi
 
     # -- work --------------------------------------------------------------------
-    async def submit(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
+    async def submit(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = (), after: Any = None) -> int:
         """Hand ``fill`` to the device; return the value its work completes on.
 
         ``fill(queue, arg, v)`` runs later on the device's submit thread.  This
@@ -235,6 +238,9 @@ class Device(FeatureCalls):
         ``keep`` (and ``arg``) stay referenced until the value is reached; a
         closed buffer or image as ``arg``/``keep`` (or directly in a tuple or
         list of them) is refused with ``ArigValueError`` before a value.
+        ``after=[(other, v), ...]``: the work waits until each other device
+        (of this loop) reached its value; a loss of one loses this device too
+        (``arig._after`` says how, and what it refuses).
         """
         if get_ident() != self._tid or not self._running():
             self._check_loop()
@@ -263,7 +269,10 @@ class Device(FeatureCalls):
         else:
             refuse_closed(arg, keep)  # here, after any wait for room: a close during that wait counts
             held = (fill, arg, keep)
-        v = self._hand_over(qi, item, held)
+        if after is not None:
+            v = hand_over_after(self, qi, fill, arg, item, held, check_after(after, self))
+        else:
+            v = self._hand_over(qi, item, held)
         if ins is not None:
             ins.call("on_submit", self, v, fill, arg, qi)
         return v
@@ -304,9 +313,9 @@ class Device(FeatureCalls):
             raise ArigValueError(f"value {v} was never submitted to {self.name} (last is {tl.assigned})")
         await self._reach(v)
 
-    async def run(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = ()) -> int:
+    async def run(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = (), after: Any = None) -> int:
         """``submit`` then ``wait``: the value, once its work has completed."""
-        v = await self.submit(fill, arg, queue=queue, keep=keep)
+        v = await self.submit(fill, arg, queue=queue, keep=keep, after=after)
         await self._reach(v)
         return v
 
@@ -331,21 +340,21 @@ class Device(FeatureCalls):
         nbytes = check_alloc(nbytes, kind)
         return owned(await self._control(self._backend.alloc, nbytes, kind), self)
 
-    async def upload(self, buf: Buffer, array: np.ndarray, *, queue: Any = 0) -> int:
+    async def upload(self, buf: Buffer, array: np.ndarray, *, queue: Any = 0, after: Any = None) -> int:
         """Copy ``array`` into ``buf`` through a queue; return once the copy is done."""
         self._check_loop()
         array = check_copy(buf, array, self, writable=False)
         if buf.readonly:
             raise ArigValueError(f"{buf!r} wraps a read-only array: nothing may be uploaded into it")
         fill, arg = self._backend.copy_fill(buf, array, True)
-        return await self.run(fill, arg, queue=queue, keep=(buf, array))
+        return await self.run(fill, arg, queue=queue, keep=(buf, array), after=after)
 
-    async def download(self, buf: Buffer, out: np.ndarray, *, queue: Any = 0) -> int:
+    async def download(self, buf: Buffer, out: np.ndarray, *, queue: Any = 0, after: Any = None) -> int:
         """Copy the first ``out.nbytes`` bytes of ``buf`` into ``out``; return once done."""
         self._check_loop()
         out = check_copy(buf, out, self, writable=True)
         fill, arg = self._backend.copy_fill(buf, out, False)
-        return await self.run(fill, arg, queue=queue, keep=(buf, out))
+        return await self.run(fill, arg, queue=queue, keep=(buf, out), after=after)
 
     async def load(self, image: bytes) -> Image:
         """Load an image (cubin, PTX or fatbin on CUDA); ``image.function(name)`` is a kernel."""

@@ -46,6 +46,7 @@ BENCHMARKS: dict[str, tuple[str, bool]] = {
     "interop": ("bench.interop", True),
     "nv": ("bench.nv", True),
     "sweep": ("bench.sweep", True),
+    "peers": ("bench.peers", True),
 }
 
 ROOT = Path(__file__).resolve().parent.parent

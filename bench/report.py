@@ -266,10 +266,21 @@ def _sweep_section(b: dict[str, Any]) -> list[str]:
     return sweep_section(b, _md)
 
 
+def _peers_section(b: dict[str, Any]) -> list[str]:
+    r = b.get("peers")
+    if not isinstance(r, dict) or "after" not in r:
+        return []
+    head = ["hand-off", "pair", "median µs (GPU stamps)", "p99 µs", "wall median µs", "stamps missing"]
+    rows = [[m, str(r.get("pair", "")), dig(r, m, "handoff_us", "median"), dig(r, m, "handoff_us", "p99"), dig(r, m, "wall_us", "median"), dig(r, m, "stamps_missing")]
+            for m in ("after", "round_trip") if m in r]  # fmt: skip
+    return _md("Across devices: A's kernel done to B's kernel started", head, rows)
+
+
 #: The table's sections, in the order they print (the host device's, 7, follows the idle one, 8).
 _SECTIONS: tuple[Callable[[dict[str, Any]], list[str]], ...] = (
     _latency_section, _concurrency_section, _submit_section, _loop_section, _replay_section,
     _fault_section, _idle_section, _host_section, _trio_section, _interop_section, _nv_section, _sweep_section,
+    _peers_section,
 )
 
 def _latency_notes(methods: dict[str, Any]) -> list[str]:

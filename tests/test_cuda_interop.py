@@ -193,7 +193,7 @@ async def test_a_wait_event_whose_hand_off_fails_loses_the_device(fake: FakeCuda
 
 async def test_a_cuda_device_adopts_waits_for_events_and_wraps(fake: FakeCuda) -> None:
     async with await _open() as dev:
-        assert dev.features == {"adopt", "wait_event", "wrap"}
+        assert dev.features == {"adopt", "wait_event", "wrap", "wait_peers"}
         for no_event in (0, -1, 1 << 64):
             with pytest.raises(ValueError, match="an event's handle"):
                 await dev.join_event(no_event)

@@ -35,6 +35,7 @@ from .._libc import name_thread
 from .._launchspec import c_arg, fill_address
 from ._items import Copy
 from ._resources import Resources
+from ._gates import Gates
 from ._gpu import gpu_state
 from ._launch import Launch
 from ._lib import FILL, CudaError, CudaUnavailable, check, lib, prefetch_error_names
@@ -140,7 +141,7 @@ class CudaOpener:
         return f"arig.cuda.gpu({self.index})"
 
 
-class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
+class CudaBackend(Resources, Gates, Backend, Adopts, WaitsEvents, Wraps):
     """Open, describe, queues and close; submission items; memory and images come from ``Resources``."""
 
     queue_type = CudaQueue  # its queues speak cuda.core's stream protocol
@@ -291,9 +292,10 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         self.queue_handles = self._streams[:n]
         self.join_lane = n
         # One 8-byte timeline word per lane in pinned, mapped host memory, then the stamp kernel's
-        # pairs (16 bytes per lane) and its calibration (32).
+        # pairs (16 bytes per lane), its calibration (32) and the queues' gates (arig.cuda._gates).
         p = c_void_p()
-        size = _pairs_at(n + 1) + 16 * (n + 1) + 32
+        gates_at = _pairs_at(n + 1) + 16 * (n + 1) + 32
+        size = gates_at + 8 * n
         check(lib.cuMemHostAlloc(byref(p), size, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP), "cuMemHostAlloc(timeline)")
         self._words = p.value or 0
         ctypes.memset(self._words, 0, size)
@@ -310,6 +312,7 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         if not memops:
             _log.fallback(f"{self.name}: completions written by host functions, not by the GPU ({refused or 'the driver has no stream memory operations'})")
         self._facts["stream_memops"] = memops
+        self._facts["after"] = self.set_gates(memops, self._words + gates_at, d.value + gates_at, n)
         self._facts["completion"] = self.completion.description
         self._facts["core"] = engine.why
 
@@ -504,6 +507,7 @@ class CudaBackend(Resources, Backend, Adopts, WaitsEvents, Wraps):
         if self._stamp_module:
             _stamp.unload(self._stamp_module)
             self._stamp_module = 0
+        self.gate_host = 0  # the gates go with the words (none is waited on: every value was reached, or opened at the loss)
         if self._words:
             lib.cuMemFreeHost(self._words)
             self._words = 0

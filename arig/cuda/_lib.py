@@ -103,6 +103,7 @@ _PROTOS: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "cuStreamQuery": (CUresult, (HANDLE,)),
     "cuStreamSynchronize": (CUresult, (HANDLE,)),
     "cuStreamWriteValue64_v2": (CUresult, (HANDLE, CUdeviceptr, c_uint64, c_uint)),
+    "cuStreamWaitValue64_v2": (CUresult, (HANDLE, CUdeviceptr, c_uint64, c_uint)),
     "cuLaunchKernel": (CUresult, (HANDLE, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, HANDLE, c_void_p, c_void_p)),
     "cuLaunchHostFunc": (CUresult, (HANDLE, c_void_p, c_void_p)),
     "cuMemAlloc_v2": (CUresult, (POINTER(CUdeviceptr), c_size_t)),

@@ -12,6 +12,8 @@ they share, ``_objects`` the objects in its tables.
 
 from __future__ import annotations
 
+from ctypes import c_uint64
+
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partialmethod
@@ -107,6 +109,10 @@ class FakeCuda(_Contexts, _Streams, _Memory, _Modules, _Graphs):
     def shutdown(self) -> None:
         """Destroy every context: queued work is dropped and the fake GPU threads end."""
         with self._cond:
+            for st in self.streams.values():
+                waits = getattr(st.items[0], "waits_for", None) if st.items and st.alive else None
+                if waits is not None and (self._find(waits[0], 8) is None or c_uint64.from_address(waits[0]).value < waits[1]):
+                    self.violations.append(f"stream 0x{st.handle:x} still waits for the word at 0x{waits[0]:x} to reach {waits[1]}: on a GPU it would wait for ever")
             for ctx in list(self.contexts.values()):
                 self._destroy_context(ctx)
         for t in self._threads:

@@ -55,7 +55,7 @@ class _Driver:
     def has(self, name: str) -> bool:
         if not self.available:
             raise CudaUnavailable("cannot load libcuda.so.1 (FakeCuda(available=False))")
-        return hasattr(self, "_" + name) and (self.memops or name != "cuStreamWriteValue64_v2")
+        return hasattr(self, "_" + name) and (self.memops or name not in ("cuStreamWriteValue64_v2", "cuStreamWaitValue64_v2"))
 
     def address(self, name: str) -> int | None:
         """A C-callable thunk of fake function ``name`` (what C fills call), or None."""

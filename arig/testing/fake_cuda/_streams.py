@@ -42,6 +42,22 @@ class _Streams(_Driver):
 
         self._enqueue(s, write)
 
+    def _cuStreamWaitValue64_v2(self, h: Any, addr: int, value: int, flags: int) -> None:
+        """An item that blocks its stream until the 64-bit word at ``addr`` is at least ``value``
+        (CU_STREAM_WAIT_VALUE_GEQ, the one flag arig uses).  The word is host memory the host
+        writes with no call to the fake, so the stream polls it; a wait still blocked when the
+        fake shuts down is a violation (the GPU would spin on it for ever)."""
+        s = self._stream(h, enqueue=True)
+        _fail_if(flags != 0 or self._find(addr, 8, ("mapped",)) is None, 1)
+
+        def wait() -> None:
+            with self._cond:
+                while c_uint64.from_address(addr).value < value and s.alive and not s.ctx.faulted:
+                    self._cond.wait(0.002)
+
+        wait.waits_for = (addr, value)  # type: ignore[attr-defined]
+        self._enqueue(s, wait)
+
     def _cuLaunchHostFunc(self, h: Any, fn: Any, userdata: Any) -> None:
         s, fp, ud = self._stream(h, enqueue=True), _addr(fn), _addr(userdata)
         _fail_if(not fp, 1)
