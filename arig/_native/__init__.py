@@ -38,7 +38,7 @@ CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 #: Counters of ``Core.stats()``, in order.
 STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries")
 #: Gauges after the counters in ``Core.stats()`` (not counts: a probe prints them as they are).
-GAUGES = ("wake_est_ns", "sleep_over_ns")
+GAUGES = ("wake_short_ns", "wake_mid_ns", "wake_long_ns", "sleep_over_ns")
 #: A Python fill that raised: it reports its own exception to the timeline.
 PY_FAILED = -1
 

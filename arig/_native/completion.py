@@ -43,9 +43,9 @@ IDLE_SPIN_NS = 50_000
 #: LOOP_SPIN_AHEAD_NS away, the loop spins on the words until it comes, at most LOOP_SPIN_PAST_NS
 #: past it and LOOP_SPIN_MAX_NS in all.  A loop blocked in its selector takes tens of microseconds
 #: to wake (more after its CPU sat idle for a millisecond); one that spins sees the word at once.
-LOOP_SPIN_AHEAD_NS = 80_000
+LOOP_SPIN_AHEAD_NS = 150_000
 LOOP_SPIN_PAST_NS = 30_000
-LOOP_SPIN_MAX_NS = 120_000
+LOOP_SPIN_MAX_NS = 200_000
 
 
 class NativeCompletion:

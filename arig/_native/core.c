@@ -249,33 +249,57 @@ static void run_python(core_t *c, item_t *it) {
     }
 }
 
+/* The loop's sleep before a pre-wake: WAKE_BUCKETS_NS[i] and longer is bucket i + 1. */
+static const uint64_t WAKE_BUCKETS_NS[2] = {500000ull, 3000000ull};
+
+static int wake_bucket(uint64_t slept) {
+    return slept < WAKE_BUCKETS_NS[0] ? 0 : slept < WAKE_BUCKETS_NS[1] ? 1 : 2;
+}
+
+/* How long the loop takes to wake after sleeping about `slept` ns, at most (usually): its mean
+ * and twice its mean deviation (a pre-wake a little early costs a short spin of the loop; one
+ * late costs the whole difference). */
+static double wake_est(core_t *c, uint64_t slept) {
+    int b = wake_bucket(slept);
+    return c->wake_est[b] + 2 * c->wake_dev[b];
+}
+
 /* Wake the loop ahead of a completion (two-stage wake): its first wake-up after a long
- * idle is the slow one; the one that tells the completion then finds it awake. */
-static void prewake(core_t *c) {
-    atomic_store(&c->armed, 1);
-    if (atomic_exchange(&c->armed, 0)) {
-        uint64_t one = 1;
-        ssize_t r = write(c->efd, &one, sizeof one);
-        (void)r;
-        c->t_prewake = now_ns();
-        stat_add(c, S_EFD_WRITES);
-    }
+ * idle is the slow one; the one that tells the completion then finds it awake.  `slept`: how
+ * long the loop has slept (about: since the work was signalled). */
+static void prewake(core_t *c, uint64_t slept) {
+    uint64_t now = now_ns();
+    c->t_prewake = now;
+    c->wake_bucket = wake_bucket(slept);
+    atomic_store(&c->prewoke_at, now); /* before the write: the loop's arm compares with it */
+    atomic_store(&c->armed, 0);
+    uint64_t one = 1;
+    ssize_t r = write(c->efd, &one, sizeof one);
+    (void)r;
+    stat_add(c, S_EFD_WRITES);
     stat_add(c, S_PREWAKES);
 }
 
-/* How long did the loop take to wake after the last pre-wake? */
+/* How long did the loop take to wake after the last pre-wake?  Asked on every turn of the
+ * native thread while a pre-wake is unlearned: the loop's first arm after it is its wake-up;
+ * not armed yet, it takes at least this long. */
 static void learn_wake(core_t *c, uint64_t now) {
     if (!c->t_prewake)
         return;
     uint64_t armed_at = atomic_load(&c->t_armed);
-    if (armed_at > c->t_prewake) {
-        c->wake_est = 0.7 * c->wake_est + 0.3 * (double)(armed_at - c->t_prewake);
+    double *w = &c->wake_est[c->wake_bucket], *d = &c->wake_dev[c->wake_bucket];
+    if (armed_at >= c->t_prewake) {
+        double x = (double)(armed_at - c->t_prewake);
+        *d = 0.7 * *d + 0.3 * (x > *w ? x - *w : *w - x);
+        *w = 0.7 * *w + 0.3 * x;
         c->t_prewake = 0;
-    } else if ((double)(now - c->t_prewake) > c->wake_est) {
-        c->wake_est = (double)(now - c->t_prewake); /* not awake yet: at least this long */
+    } else if ((double)(now - c->t_prewake) > *w) {
+        *w = (double)(now - c->t_prewake); /* not awake yet: at least this long */
     }
-    if (c->wake_est > WAKE_EST_MAX_NS)
-        c->wake_est = WAKE_EST_MAX_NS;
+    if (*w > WAKE_EST_MAX_NS) {
+        *w = WAKE_EST_MAX_NS;
+        c->t_prewake = 0; /* the loop was busy, not asleep: nothing more to learn from this one */
+    }
 }
 
 
@@ -387,7 +411,7 @@ static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_
     }
     l->prewoke_for = l->out;
     if (lane_done(l) < l->out)
-        prewake(c);
+        prewake(c, now_ns() - l->t_sig);
     else /* done already: it took less than this */
         found_early(c, l, now_ns());
 }
@@ -409,7 +433,7 @@ static void sleep_to_spin(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_t s
         found_early(c, l, a);
     } else if (c->prewake && l->prewoke_for != l->out) {
         l->prewoke_for = l->out;
-        prewake(c);
+        prewake(c, a - l->t_sig);
     }
 }
 
@@ -432,7 +456,7 @@ static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     /* Signed: an estimate shorter than the leads must not wrap around. */
     int64_t due = (int64_t)l->t_sig + (int64_t)l->est, n = (int64_t)now;
     int64_t spin_at = due - c->lead_ns - (int64_t)c->over;
-    int64_t pre_at = due - (int64_t)c->wake_est - (int64_t)PREWAKE_MARGIN_NS - (int64_t)c->over;
+    int64_t pre_at = due - (int64_t)wake_est(c, (uint64_t)(due - (int64_t)l->t_sig)) - (int64_t)PREWAKE_MARGIN_NS - (int64_t)c->over;
     if (c->prewake && l->prewoke_for != l->out && pre_at + (int64_t)MIN_SLEEP_NS < spin_at && pre_at > (int64_t)l->t_sig) {
         sleep_to_prewake(c, l, t, n, pre_at);
         return 1;
@@ -536,6 +560,7 @@ void *core_run(void *arg) {
             continue;
         }
         uint64_t now = now_ns();
+        learn_wake(c, now);
         if (look(c, now))
             c->last_progress = now;
         if (atomic_load(&c->fault))

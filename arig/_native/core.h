@@ -129,9 +129,14 @@ struct core {
     int gpu_cal;
     int64_t spin_ns, idle_ns, lead_ns;
     double idle_win; /* this idle spin's length: idle_ns, or longer where the next push usually comes a bit later */
-    _Atomic uint64_t t_armed; /* when the loop last re-armed (its own clock read) */
-    uint64_t t_prewake;       /* when the last pre-wake wrote the eventfd (0: none pending) */
-    double wake_est;          /* how long the loop takes to wake up, learned from pre-wakes */
+    _Atomic uint64_t t_armed;    /* when the loop first re-armed after the last pre-wake (its clock) */
+    _Atomic uint64_t prewoke_at; /* when the last pre-wake was written (the loop reads it to arm) */
+    uint64_t t_prewake;          /* the same, native thread's copy (0: no pre-wake still to learn from) */
+    /* How long the loop takes to wake up after a pre-wake, learned from pre-wakes, by how long
+     * it had slept (WAKE_BUCKETS): a vCPU idle for milliseconds wakes several times slower than
+     * one idle for a hundred microseconds. */
+    double wake_est[3], wake_dev[3]; /* mean and mean deviation */
+    int wake_bucket; /* the bucket of the pre-wake in t_prewake */
     uint64_t last_progress;   /* the native thread's: when a lane last progressed (or all went idle) */
     double over;              /* the native thread's: how late its timed sleeps end */
     pthread_t th;

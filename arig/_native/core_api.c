@@ -34,7 +34,9 @@ core_t *core_new(const lane_ops *ops, int nlanes, const uint64_t *words, int efd
     c->idle_win = (double)idle_ns;
     c->lead_ns = lead_ns;
     c->prewake = prewake;
-    c->wake_est = 50000.0;
+    c->wake_est[0] = 30000.0;
+    c->wake_est[1] = 60000.0;
+    c->wake_est[2] = 100000.0;
     atomic_store(&c->armed, 1);
     for (int i = 0; i < nlanes; i++)
         c->lanes[i].word = (volatile uint64_t *)(uintptr_t)words[i];
@@ -87,7 +89,9 @@ void arig_core_want_space(core_t *c) {
 
 /* Loop thread, in its eventfd reader: re-arm with a full barrier (then read the lanes). */
 void arig_core_arm(core_t *c) {
-    atomic_store_explicit(&c->t_armed, now_ns(), memory_order_relaxed);
+    /* Only the first arm after a pre-wake is its wake-up (a spin in the window arms again later). */
+    if (atomic_load_explicit(&c->t_armed, memory_order_relaxed) < atomic_load_explicit(&c->prewoke_at, memory_order_relaxed))
+        atomic_store_explicit(&c->t_armed, now_ns(), memory_order_relaxed);
     atomic_exchange(&c->armed, 1);
     atomic_thread_fence(memory_order_seq_cst);
 }
@@ -189,10 +193,12 @@ void arig_core_destroy(core_t *c) {
 void arig_core_stats(core_t *c, uint64_t *out, int n) {
     for (int i = 0; i < n && i < S_NSTATS; i++)
         out[i] = atomic_load(&c->stats[i]);
-    /* Then two gauges the native thread learned (read racily: for probes): the loop's wake-up
-     * time after a pre-wake and how late its own timed sleeps end. */
-    if (n > S_NSTATS)
-        out[S_NSTATS] = (uint64_t)c->wake_est;
-    if (n > S_NSTATS + 1)
-        out[S_NSTATS + 1] = (uint64_t)(c->over > 0 ? c->over : 0);
+    /* Then gauges the native thread learned (read racily: for probes): the loop's wake-up time
+     * after a pre-wake, by how long it slept (short, mid, long), and how late its own timed
+     * sleeps end. */
+    for (int i = 0; i < 3; i++)
+        if (n > S_NSTATS + i)
+            out[S_NSTATS + i] = (uint64_t)c->wake_est[i];
+    if (n > S_NSTATS + 3)
+        out[S_NSTATS + 3] = (uint64_t)(c->over > 0 ? c->over : 0);
 }
