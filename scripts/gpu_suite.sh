@@ -109,9 +109,9 @@ run replica_cuda 60 $(( BENCH_MIN + 10 )) python3 -m examples.ray_serve.replica_
 run replica_cuda_kernels 60 $(( BENCH_MIN + 10 )) python3 -m examples.ray_serve.replica_check --device cuda:0 --model kernels
 run replica_nv 60 $(( BENCH_MIN + 10 )) python3 -m examples.ray_serve.replica_check --device nv:0
 step "the native core's counters and CPU per thread (scripts/probe_latency.py)"
-run probe 60 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py
+run probe 60 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py --us 0,50,200,1000,10000 --n 100
 step "the NV device on the native core: its counters, CPU per thread, GPU-to-resume times; the GPU timer's rate (scripts/probe_latency.py --device nv, scripts/probe_nv_timer.py)"
-run probe_nv 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py --device nv
+run probe_nv 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py --device nv --us 0,50,200,1000,10000 --n 100
 run probe_nv_timer 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_nv_timer.py
 
 if [ "$BENCH" = 1 ]; then

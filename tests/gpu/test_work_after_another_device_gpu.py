@@ -30,7 +30,8 @@ pytestmark = [pytest.mark.arig_gpu, pytest.mark.asyncio]
 REPO = Path(__file__).resolve().parents[2]
 CUBIN = (REPO / "arig" / "kernels" / "kernels.cubin").read_bytes()
 STEP_NS = 2_000  # each step spins 2 us of GPU time
-needs_nv = pytest.mark.skipif(not os.path.exists("/dev/nvidiactl") and not arig._env.GPU_REQUIRED, reason="the NVIDIA kernel driver is not loaded")
+_NV_WHY = (None if arig._engine.choose().native else "the NV device runs on the native core only") if os.path.exists("/dev/nvidiactl") or arig._env.GPU_REQUIRED else "the NVIDIA kernel driver is not loaded"
+needs_nv = pytest.mark.skipif(_NV_WHY is not None, reason=str(_NV_WHY))
 
 
 class _Side:
