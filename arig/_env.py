@@ -11,6 +11,7 @@ decided in ``arig._engine``, where tests choose one explicitly
 | ``ARIG_PURE=1`` | run the pure-Python submit and completion path instead of the native core |
 | ``ARIG_NO_MEMOPS=1`` | never use stream memory operations: completions come from host functions only |
 | ``ARIG_NO_GPU_STAMPS=1`` | CUDA: signal long work with stream memory operations, without the GPU's time (no stamp kernel) |
+| ``ARIG_CUDA_BACKSTOP=early`` or ``poll[:us]`` | CUDA on the native core, long work: a host function enqueued before each long sleep (``early``, the default), or none, the sleep cut into naps of ``us`` (default 500) that each look at the words (``poll``) |
 | ``ARIG_LIBCUDA=path`` | the libcuda to load (default ``libcuda.so.1``) |
 | ``ARIG_GPU_REQUIRED=1`` | tests: fail, rather than skip, GPU tests where no GPU opens |
 """
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["PURE", "NO_MEMOPS", "NO_GPU_STAMPS", "LIBCUDA", "GPU_REQUIRED", "describe"]
+__all__ = ["PURE", "NO_MEMOPS", "NO_GPU_STAMPS", "CUDA_BACKSTOP", "LIBCUDA", "GPU_REQUIRED", "describe"]
 
 
 def _flag(name: str) -> bool:
@@ -30,9 +31,10 @@ PURE: bool = _flag("ARIG_PURE")
 NO_MEMOPS: bool = _flag("ARIG_NO_MEMOPS")
 NO_GPU_STAMPS: bool = _flag("ARIG_NO_GPU_STAMPS")
 LIBCUDA: str = os.environ.get("ARIG_LIBCUDA") or "libcuda.so.1"
+CUDA_BACKSTOP: str = os.environ.get("ARIG_CUDA_BACKSTOP") or "early"
 GPU_REQUIRED: bool = _flag("ARIG_GPU_REQUIRED")
 
 
 def describe() -> dict[str, object]:
     """The variables' values as arig sees them (``arig info``)."""
-    return {"ARIG_PURE": PURE, "ARIG_NO_MEMOPS": NO_MEMOPS, "ARIG_NO_GPU_STAMPS": NO_GPU_STAMPS, "ARIG_LIBCUDA": LIBCUDA, "ARIG_GPU_REQUIRED": GPU_REQUIRED}
+    return {"ARIG_PURE": PURE, "ARIG_NO_MEMOPS": NO_MEMOPS, "ARIG_NO_GPU_STAMPS": NO_GPU_STAMPS, "ARIG_CUDA_BACKSTOP": CUDA_BACKSTOP, "ARIG_LIBCUDA": LIBCUDA, "ARIG_GPU_REQUIRED": GPU_REQUIRED}

@@ -190,6 +190,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_sizeof_launch": (ctypes.c_size_t, ()),
         "arig_core_create": (P, (P, P, c_int, P, P, P, c_int, c_int, c_uint64, c_int64, c_int64, c_int64, c_int)),
         "arig_core_start": (c_int, (P,)),
+        "arig_core_tune": (None, (P, c_int, c_int64)),
         "arig_core_push": (c_int, (P, c_uint32, c_uint64, c_uint64, c_uint64, c_uint64)),
         "arig_core_addr": (P, (P, c_int, c_int)),
         "arig_core_want_space": (None, (P,)),
@@ -343,6 +344,11 @@ class Core:
         ``pairs``: 16 bytes per lane of mapped memory, ``cal``: 32 more (host and device addresses).
         False where the core cannot (no stream memory operations)."""
         return int(self._fast.arig_core_cuda_stamps(self.ptr, fn, pairs, pairs_dev, cal, cal_dev)) == 0
+
+    def tune(self, early_backstop: bool, poll_ns: int) -> None:
+        """Before ``start``: how long work is watched: with the lane kind's early backstop or
+        without, and the first stage of a long sleep in naps of at most ``poll_ns`` (0: one sleep)."""
+        self._fast.arig_core_tune(self.ptr, int(early_backstop), poll_ns)
 
     def start(self) -> None:
         rc = self._fast.arig_core_start(self.ptr)

@@ -128,6 +128,10 @@ struct core {
     int64_t gpu_off; /* CLOCK_MONOTONIC minus the GPU's timer, at most (learned from looks; stamp kinds) */
     int gpu_cal;
     int64_t spin_ns, idle_ns, lead_ns;
+    /* Long work's watch (arig_core_tune): no early backstop (the lane kind's is skipped), and the
+     * first stage of a long sleep cut into naps of at most poll_ns (0: one sleep), each ending in a look. */
+    int no_early_backstop;
+    int64_t poll_ns;
     double idle_win; /* this idle spin's length: idle_ns, or longer where the next push usually comes a bit later */
     _Atomic uint64_t t_armed;    /* when the loop first re-armed after the last pre-wake (its clock) */
     _Atomic uint64_t prewoke_at; /* when the last pre-wake was written (the loop reads it to arm) */

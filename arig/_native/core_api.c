@@ -82,6 +82,12 @@ void *arig_core_addr(core_t *c, int which, int lane) {
 }
 
 /* Loop thread: ask for a wake-up once the native thread takes items (then re-check). */
+/* Before arig_core_start: how long work is watched (see struct core). */
+void arig_core_tune(core_t *c, int early_backstop, int64_t poll_ns) {
+    c->no_early_backstop = !early_backstop;
+    c->poll_ns = poll_ns > 0 ? poll_ns : 0;
+}
+
 void arig_core_want_space(core_t *c) {
     atomic_store(&c->space_wanted, 1);
     atomic_thread_fence(memory_order_seq_cst);

@@ -54,7 +54,7 @@ from typing import Any, Protocol
 
 
 from .._memory import never_free
-from .. import _native
+from .. import _env, _native
 from .._engine import NATIVE, PURE, Engine, no_fill
 from .._pure import FAULT_POLL, Watcher
 from .._native import CFILL, GRAPH, JOIN, MARK, PY, LaunchRecord
@@ -105,6 +105,20 @@ class JoinSpec(Protocol):
     def __call__(self, lane: int, arg: Any, v: int) -> Any: ...
 
 
+#: ``ARIG_CUDA_BACKSTOP=poll``'s nap, without ``:us``.
+POLL_NS = 500_000
+
+
+def _backstop_of(how: str) -> tuple[bool, int]:
+    """``ARIG_CUDA_BACKSTOP``'s value as (early backstop, poll period in ns); a clear error otherwise."""
+    if how == "early":
+        return True, 0
+    name, colon, us = how.partition(":")
+    if name == "poll" and (not colon or us.isdigit() and int(us) > 0):
+        return False, int(us) * 1000 if us else POLL_NS
+    raise ValueError(f"ARIG_CUDA_BACKSTOP={how!r}: say early, poll or poll:<microseconds>")
+
+
 class CudaNativeCompletion(NativeCompletion):
     """The native core under a CUDA device (see the module docstring): items are the core's
     records, run by its thread; a Python fill waits at its place in the ring."""
@@ -120,6 +134,8 @@ class CudaNativeCompletion(NativeCompletion):
                 memops, efd, spin_ns=spin_us * 1000, idle_ns=IDLE_SPIN_NS if spin_us else 0,
             )  # fmt: skip
             self.stamped = stamps is not None and memops and core.cuda_stamps(*stamps)
+            early, poll_ns = _backstop_of(_env.CUDA_BACKSTOP)
+            core.tune(early, poll_ns)
             return core
 
         self._start(owner, n, memops, make, join=True)

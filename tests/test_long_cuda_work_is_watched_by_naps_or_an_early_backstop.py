@@ -1,0 +1,57 @@
+"""How the native core watches long CUDA work (``ARIG_CUDA_BACKSTOP``): by default a host function
+is enqueued behind it before the native thread sleeps (the loop hears of the end even where the
+prediction is late); with ``poll`` no host function is enqueued (it holds the stream until
+libcuda's callback thread runs it, which delays the next work), and the sleep is cut into naps
+that each look at the words.  Over the fake GPU: which one happened, by the core's counters, and
+that either way every wait completes; bad values are refused by name.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+import arig
+from arig.cuda import Launch
+from arig.cuda._completion import POLL_NS, _backstop_of
+from arig.testing.fake_cuda import FakeCuda
+
+needs_core = pytest.mark.skipif(arig._engine.unavailable("native") is not None, reason="the native core did not load")
+
+
+@pytest.mark.parametrize(("how", "want"), [("early", (True, 0)), ("poll", (False, POLL_NS)), ("poll:200", (False, 200_000))])
+def test_the_setting_reads(how: str, want: tuple[bool, int]) -> None:
+    assert _backstop_of(how) == want
+
+
+@pytest.mark.parametrize("how", ["", "Poll", "poll:", "poll:0", "poll:-5", "poll:1ms", "late"])
+def test_a_bad_setting_is_refused_by_name(how: str) -> None:
+    with pytest.raises(ValueError, match="ARIG_CUDA_BACKSTOP"):
+        _backstop_of(how)
+
+
+@needs_core
+@pytest.mark.asyncio
+@pytest.mark.parametrize("how", ["early", "poll:300"])
+async def test_long_work_is_watched_as_set(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arig._env, "CUDA_BACKSTOP", how)
+    fake = FakeCuda()
+    with fake.installed(), arig._engine.using("native"):
+        async with await arig.open(arig.cuda.gpu(0)) as dev:
+            image = await dev.load(fake.image(nap=(lambda _: time.sleep(0.003), [])))
+            nap = Launch(image.function("nap"), 1, 1)
+            comp: Any = dev._backend.completion
+            for _ in range(5):  # learn its length: long work
+                await dev.wait(await dev.submit(nap))
+            before = comp.stats()
+            for _ in range(10):
+                await dev.wait(await dev.submit(nap))
+            after = comp.stats()
+            host_functions = after["host_functions"] - before["host_functions"]
+            if how == "early":
+                assert host_functions >= 10, "a host function behind each long work before the sleep"
+            else:  # only where a spin gave up on a value (its backstop), never before a sleep
+                assert host_functions <= after["spin_misses"] - before["spin_misses"], "naps look at the words"
+            assert dev.reached == dev.submitted and dev.lost is None
