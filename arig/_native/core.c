@@ -398,14 +398,22 @@ static void found_early(core_t *c, lane_t *l, uint64_t a) {
  * awake ends a few microseconds late. */
 #define LAST_SLEEP_NS 300000
 
-/* A first-stage sleep of ns, cut to the core's poll period (each nap ends in a look at the words:
- * work that ended far earlier than predicted is found within a period, without a backstop). */
-static uint64_t nap(core_t *c, uint64_t ns) { return c->poll_ns && ns > (uint64_t)c->poll_ns ? (uint64_t)c->poll_ns : ns; }
+/* A first-stage sleep of ns on lane l's work, cut into naps (each ends in a look at the words: work
+ * that ended far earlier than predicted is found within a nap, without a backstop) of the core's
+ * poll period or a tenth of the predicted length, whichever is longer (CPU: ten naps a work at most). */
+static uint64_t nap(core_t *c, const lane_t *l, uint64_t ns) {
+    if (!c->poll_ns)
+        return ns;
+    uint64_t p = (uint64_t)c->poll_ns, tenth = (uint64_t)(l->est / 10);
+    if (tenth > p)
+        p = tenth;
+    return ns > p ? p : ns;
+}
 
 /* Sleep until the pre-wake time (a push ends it early), then pre-wake the loop. */
 static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_t pre_at) {
     if (pre_at - n > 2 * (int64_t)LAST_SLEEP_NS) {
-        sleep_until_push(c, t, nap(c, (uint64_t)(pre_at - n - LAST_SLEEP_NS)));
+        sleep_until_push(c, t, nap(c, l, (uint64_t)(pre_at - n - LAST_SLEEP_NS)));
         return; /* the watch comes back here for the rest: the pre-wake is still to do */
     }
     if (pre_at > n + (int64_t)MIN_SLEEP_NS) {
@@ -466,7 +474,7 @@ static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
         return 1;
     }
     if (spin_at - n > 2 * (int64_t)LAST_SLEEP_NS) {
-        sleep_until_push(c, t, nap(c, (uint64_t)(spin_at - n - LAST_SLEEP_NS)));
+        sleep_until_push(c, t, nap(c, l, (uint64_t)(spin_at - n - LAST_SLEEP_NS)));
         return 1; /* the rest is slept from a CPU that is awake */
     }
     l->slept_for = l->out;
