@@ -312,7 +312,7 @@ class CudaBackend(Resources, Gates, Backend, Adopts, WaitsEvents, Wraps):
         if not memops:
             _log.fallback(f"{self.name}: completions written by host functions, not by the GPU ({refused or 'the driver has no stream memory operations'})")
         self._facts["stream_memops"] = memops
-        self._facts["after"] = self.set_gates(memops, self._words + gates_at, d.value + gates_at, n)
+        self._facts["after"] = self.set_gates(memops, engine.native, self._words + gates_at, d.value + gates_at, n)
         self._facts["completion"] = self.completion.description
         self._facts["core"] = engine.why
 

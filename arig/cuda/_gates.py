@@ -17,8 +17,15 @@ queued on a lost device does (its results are no one's; its memory is kept, as `
 a lost device's).  A loss of the other device loses this one first, then opens the gates.
 
 Not gated (left to the loop's hold, ``arig._after``): a device without stream memory
-operations, the join lane (adopted queues), and C fills (their address and arg are the native
-core's to call; a gated item is a Python fill).
+operations, the join lane (adopted queues), C fills (their address and arg are the native
+core's to call; a gated item is a Python fill), and every device on the pure engine.
+
+Why not the pure engine: a wait on a word that another stream's completion opens is an order
+CUDA cannot see, and libcuda warns that such waits may deadlock (its scheduler may serialize
+the other stream's work behind the wait).  On the H200 a 1000-step ping-pong between two CUDA
+devices of one GPU hung in two of three runs on the pure engine, whose submit thread enqueues
+every gated wait ahead at once; it never hung on the native core.  Until the cause is known the
+pure engine holds such work on the loop, which costs a host round trip and cannot deadlock.
 
 Threads: ``gate_item`` and ``open_gate`` run on the event loop (no driver call);
 the gated fill runs where Python fills run (the submit thread).
@@ -67,11 +74,14 @@ class Gates:
     gate_dev = 0  # its device address, in the device's context
     gate_lanes = 0  # how many lanes (the queues) have a gate
 
-    def set_gates(self, memops: bool, host: int, dev: int, lanes: int) -> str:
+    def set_gates(self, memops: bool, native: bool, host: int, dev: int, lanes: int) -> str:
         """Submit thread, at open (before the loop sees the device): the gates, zeroed, where the
-        device has stream memory operations; where ``after=`` waits (the fact ``"after"``)."""
+        device has stream memory operations and the native core; where ``after=`` waits (the fact
+        ``"after"``)."""
         if not memops or not lib.has("cuStreamWaitValue64_v2"):
             return "on the event loop"
+        if not native:
+            return "on the event loop (the pure engine holds such work: see arig.cuda._gates)"
         ctypes.memset(host, 0, 8 * lanes)
         self.gate_host, self.gate_dev, self.gate_lanes = host, dev, lanes
         return "on the GPU (cuStreamWaitValue64 on a gate word)"
