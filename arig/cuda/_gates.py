@@ -23,7 +23,7 @@ core's to call; a gated item is a Python fill), and every device on the pure eng
 Why not the pure engine: a wait on a word that another stream's completion opens is an order
 CUDA cannot see, and libcuda warns that such waits may deadlock (its scheduler may serialize
 the other stream's work behind the wait).  On the H200 a 1000-step ping-pong between two CUDA
-devices of one GPU hung in two of three runs on the pure engine, whose submit thread enqueues
+devices of one GPU hung in four of six runs on the pure engine, whose submit thread enqueues
 every gated wait ahead at once; it never hung on the native core.  Until the cause is known the
 pure engine holds such work on the loop, which costs a host round trip and cannot deadlock.
 
