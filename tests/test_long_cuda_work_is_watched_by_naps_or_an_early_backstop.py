@@ -8,15 +8,12 @@ that either way every wait completes; bad values are refused by name.
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
 import pytest
 
 import arig
-from arig.cuda import Launch
 from arig.cuda._completion import POLL_NS, _backstop_of
-from arig.testing.fake_cuda import FakeCuda
+
+from _napping import napping_cuda
 
 needs_core = pytest.mark.skipif(arig._engine.unavailable("native") is not None, reason="the native core did not load")
 
@@ -37,21 +34,16 @@ def test_a_bad_setting_is_refused_by_name(how: str) -> None:
 @pytest.mark.parametrize("how", ["early", "poll:300"])
 async def test_long_work_is_watched_as_set(how: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(arig._env, "CUDA_BACKSTOP", how)
-    fake = FakeCuda()
-    with fake.installed(), arig._engine.using("native"):
-        async with await arig.open(arig.cuda.gpu(0)) as dev:
-            image = await dev.load(fake.image(nap=(lambda _: time.sleep(0.003), [])))
-            nap = Launch(image.function("nap"), 1, 1)
-            comp: Any = dev._backend.completion
-            for _ in range(5):  # learn its length: long work
-                await dev.wait(await dev.submit(nap))
-            before = comp.stats()
-            for _ in range(10):
-                await dev.wait(await dev.submit(nap))
-            after = comp.stats()
-            host_functions = after["host_functions"] - before["host_functions"]
-            if how == "early":
-                assert host_functions >= 10, "a host function behind each long work before the sleep"
-            else:  # only where a spin gave up on a value (its backstop), never before a sleep
-                assert host_functions <= after["spin_misses"] - before["spin_misses"], "naps look at the words"
-            assert dev.reached == dev.submitted and dev.lost is None
+    async with napping_cuda(0.003) as (dev, nap, comp):
+        for _ in range(5):  # learn its length: long work
+            await dev.wait(await dev.submit(nap))
+        before = comp.stats()
+        for _ in range(10):
+            await dev.wait(await dev.submit(nap))
+        after = comp.stats()
+        host_functions = after["host_functions"] - before["host_functions"]
+        if how == "early":
+            assert host_functions >= 10, "a host function behind each long work before the sleep"
+        else:  # only where a spin gave up on a value (its backstop), never before a sleep
+            assert host_functions <= after["spin_misses"] - before["spin_misses"], "naps look at the words"
+        assert dev.reached == dev.submitted and dev.lost is None
