@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ._errors import ArigTypeError, ArigValueError, safe_repr
+from ._errors import ArigTypeError, ArigValueError, WrongLoopError, safe_repr
 from ._memory import Buffer
 
 
@@ -97,6 +97,24 @@ def check_copy(buf: Any, array: Any, device: Any, writable: bool) -> np.ndarray[
     if array.nbytes > buf.nbytes:
         raise ArigValueError(f"array of {array.nbytes} bytes does not fit the buffer of {buf.nbytes}")
     return array
+
+
+def check_buffer_copy(dst: Any, src: Any, nbytes: Any, device: Any) -> tuple[Any, int]:
+    """``copy``'s source device and byte count: ``dst`` a buffer of ``device``, ``src`` an open buffer
+    of any open device of the same loop (``device`` included), ``nbytes`` from 1 to both sizes
+    (``src``'s size if None)."""
+    check_buffer(dst, device)
+    owner = getattr(src, "_arig_owner", None)
+    src_dev = owner() if owner is not None else None
+    if not isinstance(src, Buffer) or src_dev is None:
+        raise ArigTypeError(f"copy's source must be a buffer of an open device (arig.open's), got {safe_repr(src)}")
+    check_buffer(src, src_dev)  # closed: refused by name
+    if src_dev._loop is not device._loop:
+        raise WrongLoopError(f"copy's source is a buffer of {src_dev.name}, a device of another event loop: a copy spans one loop's devices")
+    n = src.nbytes if nbytes is None else check_index(nbytes, "nbytes")
+    if n <= 0 or n > src.nbytes or n > dst.nbytes:
+        raise ArigValueError(f"copy of {n} bytes: it must be at least 1 and fit both the source ({src.nbytes} bytes) and the destination ({dst.nbytes})")
+    return src_dev, n
 
 
 def dma_region(buf: Buffer, offset: Any, nbytes: Any) -> tuple[int, int]:

@@ -39,7 +39,7 @@ from ._backend import (
     defers_work,
     fill_result,
 )
-from ._device_args import check_alloc, check_copy, check_image, check_index, check_open, check_value, owned
+from ._device_args import check_alloc, check_buffer_copy, check_copy, check_image, check_index, check_open, check_value, owned
 from ._device_features import FeatureCalls
 from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe, forget_frames
 from ._fill import Work
@@ -355,6 +355,22 @@ class Device(FeatureCalls):
         out = check_copy(buf, out, self, writable=True)
         fill, arg = self._backend.copy_fill(buf, out, False)
         return await self.run(fill, arg, queue=queue, keep=(buf, out), after=after)
+
+    async def copy(self, dst: Buffer, src: Buffer, *, nbytes: int | None = None, queue: Any = 0, after: Any = None) -> int:
+        """Copy the first ``nbytes`` bytes of ``src`` (all of it if None) into ``dst``, a buffer of
+        this device; ``src`` may be a buffer of any open device of this loop, this one included.
+        Returns this device's value of the copy, once the copy is done.
+
+        The bytes are staged through host memory: ``src``'s device downloads them after its work
+        so far on its queue 0 (and after ``after``, as ``download``'s), then this device uploads
+        them on ``queue``.  A loss of either device fails the copy with its ``DeviceLost``."""
+        self._check_loop()
+        src_dev, n = check_buffer_copy(dst, src, nbytes, self)
+        if self._tl.cause is not None or self._stopping:
+            self._check_usable()
+        staging = np.empty(n, np.uint8)
+        await src_dev.download(src, staging, after=after)
+        return await self.upload(dst, staging, queue=queue)
 
     async def load(self, image: bytes) -> Image:
         """Load an image (cubin, PTX or fatbin on CUDA); ``image.function(name)`` is a kernel."""

@@ -32,3 +32,21 @@ def installed(kind: str) -> Iterator[Any]:
     with fake.installed():
         yield arig.cuda.gpu(0) if kind == "cuda" else arig.nvrm.gpu(0)
     assert fake.violations == []
+
+
+@contextlib.contextmanager
+def openers(kinds: tuple[str, ...]) -> Iterator[list[Any]]:
+    """One opener per kind in ``kinds``, each fake installed once (two CUDA devices open on one fake
+    GPU 0), checked on the way out."""
+    if "nv" in kinds and not arig._engine.choose().native:
+        pytest.skip(f"the NV device runs on the native core only, not on: {arig._engine.choose().why}")
+    with contextlib.ExitStack() as stack:
+        fakes: list[Any] = []
+        if "cuda" in kinds:
+            fakes.append(stack.enter_context(FakeCuda().installed()))
+        if "nv" in kinds:
+            fakes.append(stack.enter_context(FakeNvrm().installed()))
+        make = {"host": lambda: arig.host.cpu(queues=2), "cuda": lambda: arig.cuda.gpu(0), "nv": lambda: arig.nvrm.gpu(0)}
+        yield [make[k]() for k in kinds]
+        for fake in fakes:
+            assert fake.violations == []

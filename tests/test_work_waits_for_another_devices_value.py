@@ -13,10 +13,8 @@ fill is called at once, and its stream waits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -28,29 +26,14 @@ import arig.cuda
 import arig.cuda._lib
 import arig.host
 import arig.nvrm
-from arig.testing import FakeCuda, FakeNvrm
+from arig.testing import FakeCuda
+
+from _kinds import openers
 
 T = 10.0
 pytestmark = pytest.mark.asyncio
 
 PAIRS = [("host", "host"), ("host", "cuda"), ("cuda", "host"), ("cuda", "cuda"), ("nv", "cuda"), ("cuda", "nv")]
-
-
-@contextlib.contextmanager
-def _openers(kinds: tuple[str, ...]) -> Iterator[list[Any]]:
-    """One opener per kind, each fake installed once (two CUDA devices open on one fake GPU 0)."""
-    if "nv" in kinds and not arig._engine.choose().native:
-        pytest.skip(f"the NV device runs on the native core only, not on: {arig._engine.choose().why}")
-    with contextlib.ExitStack() as stack:
-        fakes: list[Any] = []
-        if "cuda" in kinds:
-            fakes.append(stack.enter_context(FakeCuda().installed()))
-        if "nv" in kinds:
-            fakes.append(stack.enter_context(FakeNvrm().installed()))
-        make = {"host": lambda: arig.host.cpu(queues=2), "cuda": lambda: arig.cuda.gpu(0), "nv": lambda: arig.nvrm.gpu(0)}
-        yield [make[k]() for k in kinds]
-        for fake in fakes:
-            assert fake.violations == []
 
 
 def _blocked(gate: threading.Event) -> Any:
@@ -86,7 +69,7 @@ def _seen(peer: Any, pv: int, log: list[bool]) -> Any:
 
 @pytest.mark.parametrize(("peer_kind", "kind"), PAIRS)
 async def test_work_after_a_peers_value_never_runs_before_it(engine: str, peer_kind: str, kind: str) -> None:
-    with _openers((peer_kind, kind)) as (po, o):
+    with openers((peer_kind, kind)) as (po, o):
         async with await arig.open(po) as peer, await arig.open(o) as dev:
             gate, log = threading.Event(), []
             pv = await peer.submit(_blocked(gate))
@@ -131,7 +114,7 @@ async def test_upload_and_download_wait_for_a_peer() -> None:
 
 
 async def test_a_ping_pong_between_two_devices_keeps_its_order(engine: str) -> None:
-    with _openers(("host", "cuda")) as (ao, bo):
+    with openers(("host", "cuda")) as (ao, bo):
         async with await arig.open(ao) as a, await arig.open(bo) as b:
             box = [0]
 
@@ -154,7 +137,7 @@ async def test_a_ping_pong_between_two_devices_keeps_its_order(engine: str) -> N
 
 
 async def test_a_peers_loss_loses_the_waiting_work_naming_the_peer(engine: str) -> None:
-    with _openers(("host", "cuda")) as (po, o):
+    with openers(("host", "cuda")) as (po, o):
         async with await arig.open(po) as peer, await arig.open(o) as dev:
             gate, log = threading.Event(), []
 
