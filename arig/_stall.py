@@ -51,4 +51,9 @@ class StallMeter:
         if self._since and late > self.longest:
             self.longest = late
         self._group.cancel_scope.cancel()
+        if exc[1] is not None and not isinstance(exc[1], anyio.get_cancelled_exc_class()):
+            # The body's own error propagates as it is (the group would wrap it in an
+            # ExceptionGroup): the ticker is cancelled and awaited first.
+            await self._group.__aexit__(None, None, None)
+            return None
         return await self._group.__aexit__(*exc)

@@ -91,6 +91,8 @@ step "python -m arig demo --device nv:0 (the kernel-driver device)"
 run demo_nv 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo --device nv:0 --quiet
 step "python -m arig demo --device host"
 run demo_host 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo --device host --tasks 16 --iters 50 --quiet
+step "python -m arig demo --pipeline (the machine's devices: on one GPU its CUDA and NV devices)"
+run demo_pipeline 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo --pipeline
 
 K=(); [ -n "$KEXPR" ] && K=(-k "$KEXPR")
 step "GPU tests ($TESTS)"

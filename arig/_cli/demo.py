@@ -184,11 +184,16 @@ async def run_demo(opener: Any, tasks: int = 64, iters: int = 200, n: int = 4096
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m arig demo", description=__doc__.splitlines()[0] if __doc__ else None)
     p.add_argument("--device", type=_device_arg, help=f"{_DEVICES} (default: the first GPU, else the host)")
-    p.add_argument("--tasks", type=_positive, default=64, help="concurrent tasks (default 64)")
-    p.add_argument("--iters", type=_positive, default=200, help="saxpys per task (default 200)")
+    p.add_argument("--tasks", type=_positive, help="concurrent tasks (default 64; --pipeline: 16)")
+    p.add_argument("--iters", type=_positive, help="saxpys per task (default 200; --pipeline: items per task, 50)")
     p.add_argument("--n", type=_positive, default=4096, help="vector length (default 4096)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--pipeline", action="store_true", help="a pipeline of saxpy stages, one device each, beside every stage on one device")
+    p.add_argument("--devices", help="--pipeline's devices, comma-separated (default: every GPU; on one GPU its CUDA and NV devices; else two host devices)")
     args = p.parse_args(argv)
+    if args.pipeline or args.devices:
+        return _pipeline(args)
+    args.tasks, args.iters = args.tasks or 64, args.iters or 200
     try:
         opener = pick_opener(args.device)
         print(f"arig demo: {args.tasks} tasks x {args.iters} saxpys of {args.n} floats on {opener.name}", flush=True)
@@ -200,4 +205,22 @@ def main(argv: list[str]) -> int:
     print(f"device {r['device']} ({r['arch']}): {r['saxpys']} saxpys verified against numpy in {r['seconds']:.2f} s")
     print(f"  {r['saxpys_per_s']:.0f} completions/s; latency p50 {lat['p50']:.0f} us, p90 {lat['p90']:.0f} us, p99 {lat['p99']:.0f} us, max {lat['max']:.0f} us")
     print(f"  longest event-loop stall {r['longest_loop_stall_ms']:.2f} ms")
+    return 0
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from . import pipeline
+
+    try:
+        specs = pipeline.check_devices(args.devices.split(",")) if args.devices else pipeline.machine_devices()
+        if args.device is not None:
+            raise arig.ArigValueError("--pipeline takes --devices (comma-separated), not --device")
+        tasks, items = args.tasks or 16, args.iters or 50
+        print(f"arig demo --pipeline: {tasks} tasks x {items} items of {args.n} floats over {', '.join(specs)}", flush=True)
+        r = asyncio.run(pipeline.run_pipeline(specs, tasks, items, args.n))
+    except arig.ArigError as exc:
+        print(f"arig demo: {exc}", file=sys.stderr)
+        return 1
+    for line in pipeline.report(r):
+        print(line)
     return 0
