@@ -40,7 +40,22 @@ def _cuda_rows() -> list[dict[str, Any]]:
             rows.append(asyncio.run(_facts(arig.cuda.gpu(i))))
         except arig.ArigError as exc:
             rows.append({"device": arig.cuda.gpu(i).name, "error": str(exc)})
+    if count > 1:
+        rows.append(_peer_row(count))
     return rows
+
+
+def _peer_row(count: int) -> dict[str, Any]:
+    """Which GPU reaches which other's memory directly (``arig.cuda.peers()``), one line per GPU."""
+    names = [arig.cuda.gpu(i).name for i in range(count)]
+    try:
+        matrix = arig.cuda.peers()
+    except arig.ArigError as exc:
+        return {"device": "CUDA peers", "error": str(exc)}
+    row: dict[str, Any] = {"device": "CUDA peers (cuDeviceCanAccessPeer: NVLink or PCIe peer to peer)"}
+    for i, name in enumerate(names):
+        row[name] = ", ".join(f"{names[j]} {'yes' if matrix[i][j] else 'no'}" for j in range(count) if j != i)
+    return row
 
 
 def _nv_rows() -> list[dict[str, Any]]:

@@ -7,12 +7,12 @@ module imports on machines without a driver.
 from __future__ import annotations
 
 from .._errors import ArigTypeError, ArigValueError
-from ._device import FILL, CudaOpener, count
+from ._device import FILL, CudaOpener, count, peers
 from ._launch import Launch, check_args, pack, shipped_image
 from ._lib import CudaError, CudaOutOfMemory, CudaUnavailable
 from .interop import wait_event
 
-__all__ = ["gpu", "count", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture", "shipped_image", "wait_event"]
+__all__ = ["gpu", "count", "peers", "FILL", "Launch", "pack", "check_args", "CudaError", "CudaOutOfMemory", "CudaUnavailable", "capture", "shipped_image", "wait_event"]
 
 
 def gpu(i: int, *, queues: int = 1, hang_ms: int | None = None, spin_us: int = 40, sched: str | None = None, memops: bool | None = None) -> CudaOpener:

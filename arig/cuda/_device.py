@@ -38,7 +38,7 @@ from ._resources import Resources
 from ._gates import Gates
 from ._gpu import gpu_state
 from ._launch import Launch
-from ._lib import FILL, CudaError, CudaUnavailable, check, lib, prefetch_error_names
+from ._lib import FILL, CUdevice, CudaError, CudaUnavailable, check, lib, prefetch_error_names
 from .interop import CudaAdoptedQueue, CudaQueue, stream_handle
 from ..queue import AdoptedQueue
 
@@ -115,6 +115,25 @@ def count() -> int:
         return _init()
     except CudaUnavailable:
         return 0
+
+
+def peers() -> list[list[bool]]:
+    """Which GPU's memory each GPU can reach directly (``cuDeviceCanAccessPeer``: NVLink or PCIe
+    peer to peer), row ``i`` column ``j``; a GPU reaches its own (the diagonal is True); empty
+    without a GPU.  Blocks: not for the event loop."""
+    n = count()
+    out = [[i == j for j in range(n)] for i in range(n)]
+    can = c_int()
+    for i in range(n):
+        di = CUdevice()
+        check(lib.cuDeviceGet(byref(di), i), "cuDeviceGet")
+        for j in range(n):
+            if i != j:
+                dj = CUdevice()
+                check(lib.cuDeviceGet(byref(dj), j), "cuDeviceGet")
+                check(lib.cuDeviceCanAccessPeer(byref(can), di.value, dj.value), "cuDeviceCanAccessPeer")
+                out[i][j] = bool(can.value)
+    return out
 
 
 def _pairs_at(lanes: int) -> int:

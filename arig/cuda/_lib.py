@@ -90,6 +90,7 @@ _PROTOS: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "cuDeviceGetAttribute": (CUresult, (POINTER(c_int), c_int, CUdevice)),
     "cuDeviceTotalMem_v2": (CUresult, (POINTER(c_size_t), CUdevice)),
     "cuDeviceGetPCIBusId": (CUresult, (c_char_p, c_int, CUdevice)),
+    "cuDeviceCanAccessPeer": (CUresult, (POINTER(c_int), CUdevice, CUdevice)),
     "cuDeviceGetUuid_v2": (CUresult, (c_char_p, CUdevice)),
     "cuDevicePrimaryCtxRetain": (CUresult, (POINTER(HANDLE), CUdevice)),
     "cuDevicePrimaryCtxRelease_v2": (CUresult, (CUdevice,)),

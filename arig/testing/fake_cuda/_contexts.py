@@ -20,6 +20,10 @@ class _Contexts(_Driver):
     def _cuDeviceGetPCIBusId(self, buf: Any, n: int, dev: int) -> None: _put_str(buf, n, self._spec(dev).bus)
     def _cuDeviceGetAttribute(self, p: Any, attr: int, dev: int) -> None: _put(p, c_int, self._spec(dev).attributes().get(attr, 0))
     def _cuDeviceTotalMem_v2(self, p: Any, dev: int) -> None: _put(p, c_size_t, self._spec(dev).memory)
+    def _cuDeviceCanAccessPeer(self, p: Any, dev: int, peer: int) -> None:
+        self._spec(peer)
+        _fail_if(dev == peer, 1)  # CUDA_ERROR_INVALID_VALUE: a GPU is not its own peer (libcuda says so too)
+        _put(p, c_int, int(self._spec(dev).peer_access))
     def _cuGetErrorName(self, code: int, p: Any) -> None: self._cstr(p, ERRORS.get(code, ("",))[0])
     def _cuGetErrorString(self, code: int, p: Any) -> None: self._cstr(p, ERRORS.get(code, ("", ""))[1])
     def _cuCtxGetCurrent(self, p: Any) -> None: _put(p, c_void_p, self._cur.get(threading.get_ident(), 0) or None)

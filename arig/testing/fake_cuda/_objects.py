@@ -56,6 +56,7 @@ class FakeGpu:
     memory: int = 80 << 30
     watchdog: bool = False  # CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT
     bus: str = "0000:3B:00.0"
+    peer_access: bool = True  # cuDeviceCanAccessPeer from this GPU to every other fake GPU
 
     def attributes(self) -> dict[int, int]:
         """CU_DEVICE_ATTRIBUTE_*: multiprocessors, kernel exec timeout, unified addressing, compute capability."""
