@@ -13,6 +13,8 @@ A's end (the GPU's global timer, ns).  Two ways to hand off, in the same run, al
 Devices: A is ``arig.cuda.gpu(0)``; B is ``arig.cuda.gpu(1)`` where there are two GPUs, else a
 second device on GPU 0 (``pair`` says which).  Across two GPUs the two global timers are not one
 clock: the hand-off then carries their offset too (``same_gpu`` says whether it is one clock).
+Then, where the NV device opens (``nvrm.gpu(0)``, on the native core), the same between A and it,
+both ways (``pairs``: ``cuda->nv``, ``nv->cuda``; one GPU, one clock), or why not (``nv``).
 Besides the stamps, each sample's wall time (``perf_counter``, A's submit to B's wait resumed).
 Threads: everything runs on the main thread, in the loop ``asyncio.run`` makes.
 """
@@ -61,27 +63,58 @@ async def _run(cfg: Config) -> dict[str, Any]:
         ta = ArigTarget(a, await a.load(_image("cuda")), "cuda")
         tb = ArigTarget(b, await b.load(_image("cuda")), "cuda")
         out: dict[str, Any] = {"pair": pair, "same_gpu": pair == "gpu0->gpu0", "kernel_us": KERNEL_US, "samples": n * blocks}
-        got: dict[str, list[np.ndarray[Any, Any]]] = {m: [] for m in MODES}
-        wall: dict[str, list[float]] = {m: [] for m in MODES}
-        await _block(ta, tb, "after", 4)  # warm-up: images resident, predictions settled; discarded
-        await _block(ta, tb, "round_trip", 4)
-        for _ in range(blocks):
-            for mode in MODES:
-                handoff, w = await _block(ta, tb, mode, n)
-                got[mode].append(handoff)
-                wall[mode] += w
-        for mode in MODES:
-            ns = np.concatenate(got[mode])
-            out[mode] = {
-                "handoff_us": summarize((ns / 1e3).tolist(), 1.0),  # NaN (a missing stamp) is left out
-                "stamps_missing": int(np.isnan(ns).sum()),
-                "wall_us": summarize(wall[mode], 1e6),
-            }
-            log(f"  peers {pair} {mode}: hand-off median {out[mode]['handoff_us'].get('median', float('nan')):.1f} us")
+        out.update(await _pair(ta, tb, pair, n, blocks))
+        nv = await _open_nv()
+        if isinstance(nv, str):
+            out["nv"] = {"skipped": nv}
+            return out
+        try:
+            tn = ArigTarget(nv, await nv.load(_image("nv")), "nv")
+            out["pairs"] = {"cuda->nv": await _pair(ta, tn, "cuda->nv", n, blocks), "nv->cuda": await _pair(tn, ta, "nv->cuda", n, blocks)}
+        finally:
+            await nv.stop()
         return out
     finally:
         await b.stop()
         await a.stop()
+
+
+async def _open_nv() -> Any:
+    """The NV device of GPU 0, or why it does not open here (a string)."""
+    import arig
+    import arig._engine
+    import arig.nvrm
+
+    engine = arig._engine.choose()
+    if not engine.native:
+        return f"the NV device runs on the native core only, not on: {engine.why}"
+    try:
+        return await arig.open(arig.nvrm.gpu(0), stop_timeout=10)
+    except arig.ArigError as exc:
+        return f"the NV device did not open: {exc}"
+
+
+async def _pair(ta: ArigTarget, tb: ArigTarget, pair: str, n: int, blocks: int) -> dict[str, Any]:
+    """Both modes between ``ta``'s device and ``tb``'s, alternating blocks, after a discarded warm-up."""
+    got: dict[str, list[np.ndarray[Any, Any]]] = {m: [] for m in MODES}
+    wall: dict[str, list[float]] = {m: [] for m in MODES}
+    await _block(ta, tb, "after", 4)  # warm-up: images resident, predictions settled; discarded
+    await _block(ta, tb, "round_trip", 4)
+    for _ in range(blocks):
+        for mode in MODES:
+            handoff, w = await _block(ta, tb, mode, n)
+            got[mode].append(handoff)
+            wall[mode] += w
+    out: dict[str, Any] = {}
+    for mode in MODES:
+        ns = np.concatenate(got[mode])
+        out[mode] = {
+            "handoff_us": summarize((ns / 1e3).tolist(), 1.0),  # NaN (a missing stamp) is left out
+            "stamps_missing": int(np.isnan(ns).sum()),
+            "wall_us": summarize(wall[mode], 1e6),
+        }
+        log(f"  peers {pair} {mode}: hand-off median {out[mode]['handoff_us'].get('median', float('nan')):.1f} us")
+    return out
 
 
 async def _block(ta: ArigTarget, tb: ArigTarget, mode: str, n: int) -> tuple[np.ndarray[Any, Any], list[float]]:

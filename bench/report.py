@@ -271,9 +271,12 @@ def _peers_section(b: dict[str, Any]) -> list[str]:
     if not isinstance(r, dict) or "after" not in r:
         return []
     head = ["hand-off", "pair", "median µs (GPU stamps)", "p99 µs", "wall median µs", "stamps missing"]
-    rows = [[m, str(r.get("pair", "")), dig(r, m, "handoff_us", "median"), dig(r, m, "handoff_us", "p99"), dig(r, m, "wall_us", "median"), dig(r, m, "stamps_missing")]
-            for m in ("after", "round_trip") if m in r]  # fmt: skip
-    return _md("Across devices: A's kernel done to B's kernel started", head, rows)
+    pairs = [(str(r.get("pair", "")), r), *((name, x) for name, x in (r.get("pairs") or {}).items() if isinstance(x, dict))]
+    rows = [[m, name, dig(x, m, "handoff_us", "median"), dig(x, m, "handoff_us", "p99"), dig(x, m, "wall_us", "median"), dig(x, m, "stamps_missing")]
+            for name, x in pairs for m in ("after", "round_trip") if m in x]  # fmt: skip
+    lines = _md("Across devices: A's kernel done to B's kernel started", head, rows)
+    skipped = (r.get("nv") or {}).get("skipped")
+    return lines + ([f"NV pairs not measured: {skipped}", ""] if skipped else [])
 
 
 #: The table's sections, in the order they print (the host device's, 7, follows the idle one, 8).
