@@ -169,6 +169,13 @@ class _Ticket:
 #: What a lost device stores into its gates still shut: above every ticket.
 GATE_OPEN = (1 << 64) - 1
 
+#: At most this many gates of a device are shut at once; further work that waits for other
+#: devices is held on the loop until some open.  A stream held at a gate keeps everything queued
+#: behind it, host functions included (a backstop, a burst's signal without memory operations),
+#: and libcuda blocks the next enqueue of a context once some tens of host functions are pending:
+#: the other device's work that would open the gate might then never be enqueued.
+MAX_SHUT_GATES = 16
+
 
 class Gates:
     """One device's gates (``arig._backend.WaitsPeers``): per queue, the tickets handed out and
@@ -184,6 +191,8 @@ class Gates:
     def gate(self, qi: int, fill: Any, arg: Any, waits: int) -> tuple[Any, _Ticket] | None:
         """The gated item of ``fill`` on queue ``qi`` and its ticket (shut until ``waits`` peers
         reached their values), or None: the backend cannot gate it."""
+        if sum(len(q) for q in self._shut.values()) >= MAX_SHUT_GATES:
+            return None  # held on the loop instead (see MAX_SHUT_GATES)
         n = self._next.get(qi, 0) + 1
         item = self._backend.gate_item(qi, n, fill, arg)
         if item is None:

@@ -341,3 +341,37 @@ async def test_a_lost_cuda_device_opens_its_gates(engine: str) -> None:
         gate.set()
         await peer.stop()
     assert fake.violations == []  # no stream of the fake GPU was left waiting for its gate
+
+
+@pytest.mark.skipif(arig._engine.unavailable("native") is not None, reason="gates are the native core's")
+async def test_at_most_a_few_gates_are_shut_and_the_rest_is_held_in_order() -> None:
+    """A stream held at a gate keeps what is queued behind it (host functions too), so a device keeps
+    at most ``MAX_SHUT_GATES`` shut; later work waiting for peers is held on the loop, in order."""
+    from arig._after import MAX_SHUT_GATES
+
+    fake = FakeCuda()
+    with fake.installed(), arig._engine.using("native"):
+        async with await arig.open(arig.host.cpu()) as peer, await arig.open(arig.cuda.gpu(0)) as dev:
+            gate, order = threading.Event(), []
+            pv = await peer.submit(_blocked(gate))
+            n = MAX_SHUT_GATES + 24
+
+            def step(i: int) -> Any:
+                def fill(q: Any, arg: Any, v: int) -> None:
+                    on_queue(q, lambda: order.append((i, peer.reached >= pv)))
+
+                return fill
+
+            values = [await dev.submit(step(i), after=[(peer, pv)]) for i in range(n)]
+            assert values == list(range(1, n + 1))
+            waits = lambda: len(fake.calls("cuStreamWaitValue64_v2"))  # noqa: E731
+            for _ in range(200):
+                if waits() >= MAX_SHUT_GATES:
+                    break
+                await asyncio.sleep(0.01)
+            assert waits() == MAX_SHUT_GATES and dev._holds is not None and len(dev._holds._held) == n - MAX_SHUT_GATES
+            gate.set()
+            await asyncio.wait_for(dev.wait(values[-1]), T)
+            assert order == [(i, True) for i in range(n)], "every step after the peer's value, in submit order"
+            assert waits() == MAX_SHUT_GATES, "held work is handed on once the peer is there: no gate left to wait at"
+    assert fake.violations == []

@@ -21,11 +21,14 @@ operations, the join lane (adopted queues), C fills (their address and arg are t
 core's to call; a gated item is a Python fill), and every device on the pure engine.
 
 Why not the pure engine: a wait on a word that another stream's completion opens is an order
-CUDA cannot see, and libcuda warns that such waits may deadlock (its scheduler may serialize
-the other stream's work behind the wait).  On the H200 a 1000-step ping-pong between two CUDA
-devices of one GPU hung in four of six runs on the pure engine, whose submit thread enqueues
-every gated wait ahead at once; it never hung on the native core.  Until the cause is known the
-pure engine holds such work on the loop, which costs a host round trip and cannot deadlock.
+CUDA cannot see, and libcuda warns that such waits may deadlock.  On the H200 a 1000-step
+ping-pong between two CUDA devices of one GPU hung in four of six runs on the pure engine; it
+never hung on the native core.  The likely cause (not shown): the pure engine ends each burst
+with a host function, which pile up behind a stream held at a gate, and libcuda blocks a
+context's next enqueue once some tens are pending, so the other device's work that would open
+the gate is never enqueued.  The pure engine holds such work on the loop instead (a host round
+trip, no deadlock), and a device keeps at most ``arig._after.MAX_SHUT_GATES`` gates shut at once
+(the native core's backstops are host functions too).
 
 Threads: ``gate_item`` and ``open_gate`` run on the event loop (no driver call);
 the gated fill runs where Python fills run (the submit thread).
