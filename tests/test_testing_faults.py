@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import threading
 import time
@@ -15,8 +16,9 @@ import pytest
 import pytest_asyncio
 
 import arig
+import arig._env
 import arig.cuda
-from arig.testing import ArmedFault, FakeCuda, fail_next_fill, faults, instruments, lose, stall
+from arig.testing import ArmedFault, FakeCuda, FakeNvrm, fail_next_fill, faults, instruments, lose, stall
 
 T = 10.0
 
@@ -127,6 +129,28 @@ async def test_stall_with_an_image_spins_the_spin_kernel(fake: FakeCuda) -> None
         image.unload()
 
 
+@pytest.mark.asyncio
+@pytest.mark.skipif(arig._engine.unavailable("native") is not None, reason="the NV device runs on the native core only")
+async def test_stall_on_an_nv_device_spins_the_shipped_spin_kernel() -> None:
+    nv = FakeNvrm()
+    asked: list[int] = []
+
+    def spin(params: bytes, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
+        (ns,) = struct.unpack("<Q", params[:8])
+        asked.append(ns)
+        time.sleep(ns / 1e9)
+
+    nv.kernel("spin", spin)
+    with nv.installed(), arig._engine.using("native"):
+        async with await arig.open(arig.nvrm.gpu(0)) as d:
+            t0 = time.perf_counter()
+            v = await stall(d, 0.05)
+            after = await d.submit(None)  # behind the stall on queue 0
+            await asyncio.wait_for(d.wait(after), T)
+            assert d.reached >= v and asked == [50_000_000] and time.perf_counter() - t0 >= 0.045
+    assert nv.violations == []
+
+
 # -- fail the next fill ---------------------------------------------------------------------------
 
 
@@ -215,3 +239,17 @@ async def test_faults_on_a_gpu() -> None:
     async with await arig.open(arig.cuda.gpu(0)) as d:  # a failing fill is no sticky fault: the GPU opens again
         err = RuntimeError("lost on purpose")
         assert (await lose(d, err)).cause is err
+
+
+@pytest.mark.arig_gpu
+@pytest.mark.asyncio
+@pytest.mark.skipif(not os.path.exists("/dev/nvidiactl") and not arig._env.GPU_REQUIRED, reason="the NVIDIA kernel driver is not loaded")
+@pytest.mark.skipif(arig._engine.unavailable("native") is not None, reason="the NV device runs on the native core only")
+async def test_a_stall_on_an_nv_gpu() -> None:
+    async with await arig.open(arig.nvrm.gpu(0)) as d:
+        t0 = time.perf_counter()
+        v = await stall(d, 0.2)
+        after = await d.submit(None)
+        await asyncio.wait_for(d.wait(after), T)
+        at = d.reached_at(v)
+        assert at is not None and at - t0 >= 0.19

@@ -4,7 +4,7 @@ Everything here goes through a device's public API (fills submitted to it),
 so it works on the host device, over ``FakeCuda`` and on real GPUs alike::
 
     err = await faults.lose(dev, RuntimeError("ECC error"))   # dev.lost is that error
-    v = await faults.stall(dev, 0.5)                          # queue 0 runs nothing else for 0.5 s
+    v = await faults.stall(dev, 0.5)                          # queue 0 runs nothing else for 0.5 s (host, CUDA, NV)
     faults.fail_next_fill(dev, OSError("bad launch"))         # the next submit's fill raises it
 
 A fill that raises loses its device with that exception as the cause (the
@@ -109,17 +109,23 @@ async def stall(dev: Device, seconds: float, *, queue: Any = 0, image: Image | N
     host function sleeps in the stream (``cuLaunchHostFunc``, through the
     device's record); with ``image``, an image loaded on the device that has
     arig's ``spin`` kernel (``await dev.load(arig.cuda.shipped_image())``),
-    the GPU itself spins instead, which holds that stream only.
+    the GPU itself spins instead, which holds that stream only.  On an NV device the GPU
+    spins: arig's ``spin`` kernel from ``image`` (a cubin that has it), else from the shipped
+    cubin (``arig.nvrm.shipped_image()``, loaded for the stall and kept until it ends).
     """
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < 1e6:
         raise ArigValueError(f"seconds must be a number in [0, 1e6), got {seconds!r}")
     if dev.arch == "host":
         return await dev.submit(_host_stall, float(seconds), queue=queue)
+    from ..nvrm.abi import KEY as NV_KEY
+
+    if dev.capability(NV_KEY) is not None:
+        return await _nv_stall(dev, seconds, queue, image)
     from ..cuda_abi import KEY
 
     record = dev.capability(KEY)
     if record is None:
-        raise ArigTypeError(f"stall: {dev.name} is neither the host device nor a CUDA device")
+        raise ArigTypeError(f"stall: {dev.name} is neither the host device, a CUDA device nor an NV device")
     if image is not None:
         from ..cuda import Launch, pack
 
@@ -137,6 +143,20 @@ async def stall(dev: Device, seconds: float, *, queue: Any = 0, image: Image | N
         with _stalls_lock:
             _stalls.pop(key, None)
         raise
+
+
+async def _nv_stall(dev: Device, seconds: float, queue: Any, image: Image | None) -> int:
+    """An NV device's stall: the ``spin`` kernel on the GPU for ``seconds``."""
+    from ..nvrm import Launch, shipped_image
+
+    img = image if image is not None else await dev.load(shipped_image())
+    try:
+        spin = Launch(img.function("spin"), 1, 1, np.uint64(int(seconds * 1e9)).tobytes())
+    except BaseException:
+        if image is None:
+            img.unload()
+        raise
+    return await dev.submit(spin, queue=queue, keep=img)
 
 
 # -- fail the next fill ---------------------------------------------------------------------------
