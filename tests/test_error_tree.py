@@ -23,7 +23,7 @@ ARIG = Path(arig.__file__).resolve().parent
 #: The modules whose raises this file checks (the device core, the host device, the CLI, nvrm).
 CHECKED = [
     "_errors.py", "_memory.py", "host.py", "device.py", "_device_args.py", "_device_features.py", "_device_registry.py", "_hang_watch.py", "_timeline.py", "_submit.py", "queue.py", "_log.py",
-    "__main__.py", "_cli/info.py", "_cli/demo.py",
+    "__main__.py", "_cli/info.py", "_cli/demo.py", "_cli/saxpy.py", "_cli/pipeline.py",
     "nvrm/__init__.py", "nvrm/_rm.py", "nvrm/_rmobjects.py", "nvrm/_rmmem.py", "nvrm/_undo.py", "nvrm/_fd.py", "nvrm/_params.py", "nvrm/_sysfs.py", "nvrm/_top.py",
 ]  # fmt: skip
 

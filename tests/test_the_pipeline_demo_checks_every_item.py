@@ -24,7 +24,7 @@ async def test_every_item_is_verified_through_every_stage(engine: str, stages: i
 
 @pytest.mark.asyncio
 async def test_a_stage_that_computes_wrong_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = pipeline._saxpy_for
+    real = pipeline.saxpy_for
     calls = [0]
 
     async def one_wrong(dev: arig.Device) -> Any:
@@ -38,7 +38,7 @@ async def test_a_stage_that_computes_wrong_is_caught(monkeypatch: pytest.MonkeyP
 
         return wrong
 
-    monkeypatch.setattr(pipeline, "_saxpy_for", one_wrong)
+    monkeypatch.setattr(pipeline, "saxpy_for", one_wrong)
     with pytest.raises(demo.WrongResult, match="differs from numpy"):
         await pipeline.run_pipeline(["host", "host"], tasks=2, items=2, n=64)
 

@@ -26,7 +26,7 @@ import numpy as np
 import arig
 
 from .._stall import StallMeter
-from .demo import WrongResult, _saxpy_for, parse_device, pick_opener
+from .saxpy import WrongResult, parse_device, pick_opener, saxpy_for
 
 __all__ = ["machine_devices", "run_pipeline"]
 
@@ -143,7 +143,7 @@ async def run_pipeline(specs: Sequence[str], tasks: int = 16, items: int = 50, n
             dev = await stack.enter_async_context(await arig.open(pick_opener(s)))
             opened.setdefault(s, dev)
             devs.append(dev)
-        saxpys = [await _saxpy_for(d) for d in devs]
+        saxpys = [await saxpy_for(d) for d in devs]
         pipeline = await _drive(_Stages(devs, saxpys), tasks, items, n, seed)
         alone = await _drive(_Stages([devs[0]] * len(devs), [saxpys[0]] * len(devs)), tasks, items, n, seed)
         return {
