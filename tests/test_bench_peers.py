@@ -5,32 +5,15 @@ kernel never started before A's ended, and the report's table has the rows."""
 
 from __future__ import annotations
 
-import ctypes
-import struct
-import time
 from typing import Any
 
-import numpy as np
 import pytest
+from _stamping_fakes import stamping_fakes
 
 import arig._native
 from bench import peers, sweep
 from bench._common import Config
 from bench.report import table
-from arig.testing import FakeCuda, FakeNvrm
-
-
-def _stamps(ns: int) -> tuple[int, int]:
-    start = time.monotonic_ns()
-    time.sleep(ns / 1e9)
-    return start, max(time.monotonic_ns(), start + ns)
-
-
-def _stamped(args: bytes) -> None:
-    ns, out, i = struct.unpack("<QQI", args[:20])
-    start, end = _stamps(ns)
-    ctypes.c_uint64.from_address(out + 16 * i).value = start
-    ctypes.c_uint64.from_address(out + 16 * i + 8).value = end
 
 
 def _check(m: dict[str, Any], samples: int, what: str) -> None:
@@ -43,20 +26,8 @@ def _check(m: dict[str, Any], samples: int, what: str) -> None:
 
 @pytest.mark.parametrize("gpus", [1, 2])
 def test_the_peers_bench_measures_both_hand_offs(monkeypatch: pytest.MonkeyPatch, gpus: int) -> None:
-    cuda = FakeCuda(gpus=gpus)
-    image = cuda.image(spin_stamped=(_stamped, (8, 8, 4)), empty=(lambda a: None, ()))
-    monkeypatch.setattr(peers, "_image", lambda kind: sweep.CUBIN.read_bytes() if kind == "nv" else image)
-    nv = FakeNvrm()
-
-    def nv_stamped(params: bytes, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
-        ns, out, i = struct.unpack("<QQI", params[:20])
-        nv.array(out + 16 * i, np.uint64, 2)[:] = _stamps(ns)
-
-    nv.kernel("spin_stamped", nv_stamped)
-    nv.kernel("empty", lambda params, grid, block: None)
-    with cuda.installed(), nv.installed():
+    with stamping_fakes(lambda f: monkeypatch.setattr(peers, "_image", f), sweep.CUBIN.read_bytes(), gpus):
         r = peers.run(Config(quick=True))
-    assert cuda.violations == [] and nv.violations == []
     assert r["pair"] == ("gpu0->gpu1" if gpus == 2 else "gpu0->gpu0") and r["same_gpu"] == (gpus == 1)
     _check(r, r["samples"], r["pair"])
     if arig._native.library() is not None:

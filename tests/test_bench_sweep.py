@@ -13,14 +13,13 @@ from __future__ import annotations
 import importlib.util
 
 import contextlib
-import ctypes
-import struct
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from _stamping_fakes import stamping_fakes
 
 import arig._native
 from bench import _lateness as L
@@ -102,37 +101,10 @@ def test_config_left_counts_down_to_the_deadline() -> None:
 # -- the whole sweep over the fake drivers ---------------------------------------------------
 
 
-def _spin(ns: int) -> tuple[int, int]:
-    start = time.monotonic_ns() or 1
-    time.sleep(ns / 1e9)
-    return start, max(time.monotonic_ns(), start + ns)
-
-
-def _cuda_stamped(args: bytes) -> None:
-    ns, out, i = struct.unpack("<QQI", args[:20])
-    start, end = _spin(ns)
-    ctypes.c_uint64.from_address(out + 16 * i).value = start
-    ctypes.c_uint64.from_address(out + 16 * i + 8).value = end
-
-
 @contextlib.contextmanager
 def _fakes(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    from arig.testing import FakeCuda, FakeNvrm
-
-    cuda = FakeCuda(gpus=1)
-    image = cuda.image(spin_stamped=(_cuda_stamped, (8, 8, 4)), empty=(lambda a: None, ()))
-    monkeypatch.setattr(sweep, "_image", lambda kind: sweep.CUBIN.read_bytes() if kind == "nv" else image)
-    nv = FakeNvrm()
-
-    def stamped(params: bytes, grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
-        ns, out, i = struct.unpack("<QQI", params[:20])
-        nv.array(out + 16 * i, np.uint64, 2)[:] = _spin(ns)
-
-    nv.kernel("spin_stamped", stamped)
-    nv.kernel("empty", lambda params, grid, block: None)
-    with cuda.installed(), nv.installed():
+    with stamping_fakes(lambda f: monkeypatch.setattr(sweep, "_image", f), sweep.CUBIN.read_bytes()):
         yield
-    assert cuda.violations == [] and nv.violations == []
 
 
 def _check_rows(rows: dict[str, Any], nv_runs: bool) -> None:
