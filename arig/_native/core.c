@@ -250,7 +250,7 @@ static void run_python(core_t *c, item_t *it) {
 }
 
 /* The loop's sleep before a pre-wake: WAKE_BUCKETS_NS[i] and longer is bucket i + 1. */
-static const uint64_t WAKE_BUCKETS_NS[2] = {500000ull, 3000000ull};
+static const uint64_t WAKE_BUCKETS_NS[WAKE_BUCKETS - 1] = {500000ull, 3000000ull};
 
 static int wake_bucket(uint64_t slept) {
     return slept < WAKE_BUCKETS_NS[0] ? 0 : slept < WAKE_BUCKETS_NS[1] ? 1 : 2;

@@ -23,6 +23,7 @@
 #define ARIG_INTERNAL __attribute__((visibility("hidden")))
 
 #define MAX_LANES 64
+#define WAKE_BUCKETS 3 /* the loop's wake-up figures, by how long it slept (struct core) */
 
 /* K_MARK: no work (the value marks the lane's earlier work).  K_JOIN: the lane waits for
  * another stream's work: a = that stream, b = the address of its event slot (made here on first
@@ -137,9 +138,9 @@ struct core {
     _Atomic uint64_t prewoke_at; /* when the last pre-wake was written (the loop reads it to arm) */
     uint64_t t_prewake;          /* the same, native thread's copy (0: no pre-wake still to learn from) */
     /* How long the loop takes to wake up after a pre-wake, learned from pre-wakes, by how long
-     * it had slept (WAKE_BUCKETS): a vCPU idle for milliseconds wakes several times slower than
-     * one idle for a hundred microseconds. */
-    double wake_est[3], wake_dev[3]; /* mean and mean deviation */
+     * it had slept (WAKE_BUCKETS of them, core.c's wake_bucket): a vCPU idle for milliseconds
+     * wakes several times slower than one idle for a hundred microseconds. */
+    double wake_est[WAKE_BUCKETS], wake_dev[WAKE_BUCKETS]; /* mean and mean deviation */
     int wake_bucket; /* the bucket of the pre-wake in t_prewake */
     uint64_t last_progress;   /* the native thread's: when a lane last progressed (or all went idle) */
     double over;              /* the native thread's: how late its timed sleeps end */

@@ -81,13 +81,13 @@ void *arig_core_addr(core_t *c, int which, int lane) {
     }
 }
 
-/* Loop thread: ask for a wake-up once the native thread takes items (then re-check). */
 /* Before arig_core_start: how long work is watched (see struct core). */
 void arig_core_tune(core_t *c, int early_backstop, int64_t poll_ns) {
     c->no_early_backstop = !early_backstop;
     c->poll_ns = poll_ns > 0 ? poll_ns : 0;
 }
 
+/* Loop thread: ask for a wake-up once the native thread takes items (then re-check). */
 void arig_core_want_space(core_t *c) {
     atomic_store(&c->space_wanted, 1);
     atomic_thread_fence(memory_order_seq_cst);
@@ -202,9 +202,9 @@ void arig_core_stats(core_t *c, uint64_t *out, int n) {
     /* Then gauges the native thread learned (read racily: for probes): the loop's wake-up time
      * after a pre-wake, by how long it slept (short, mid, long), and how late its own timed
      * sleeps end. */
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < WAKE_BUCKETS; i++)
         if (n > S_NSTATS + i)
             out[S_NSTATS + i] = (uint64_t)c->wake_est[i];
-    if (n > S_NSTATS + 3)
-        out[S_NSTATS + 3] = (uint64_t)(c->over > 0 ? c->over : 0);
+    if (n > S_NSTATS + WAKE_BUCKETS)
+        out[S_NSTATS + WAKE_BUCKETS] = (uint64_t)(c->over > 0 ? c->over : 0);
 }

@@ -122,16 +122,15 @@ def peers() -> list[list[bool]]:
     peer to peer), row ``i`` column ``j``; a GPU reaches its own (the diagonal is True); empty
     without a GPU.  Blocks: not for the event loop."""
     n = count()
+    devs = [CUdevice() for _ in range(n)]
+    for i, d in enumerate(devs):
+        check(lib.cuDeviceGet(byref(d), i), "cuDeviceGet")
     out = [[i == j for j in range(n)] for i in range(n)]
     can = c_int()
     for i in range(n):
-        di = CUdevice()
-        check(lib.cuDeviceGet(byref(di), i), "cuDeviceGet")
         for j in range(n):
             if i != j:
-                dj = CUdevice()
-                check(lib.cuDeviceGet(byref(dj), j), "cuDeviceGet")
-                check(lib.cuDeviceCanAccessPeer(byref(can), di.value, dj.value), "cuDeviceCanAccessPeer")
+                check(lib.cuDeviceCanAccessPeer(byref(can), devs[i].value, devs[j].value), "cuDeviceCanAccessPeer")
                 out[i][j] = bool(can.value)
     return out
 
