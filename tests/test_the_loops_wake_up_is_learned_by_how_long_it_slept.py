@@ -2,7 +2,12 @@
 takes to wake, and learns that time from each pre-wake: the loop's first re-arm after it.
 A loop that slept milliseconds wakes several times slower than one that slept a hundred
 microseconds (its vCPU sat idle), so the core keeps one figure per length of sleep; here the
-long one is learned from waits on 4 ms kernels of the fake GPU, and the short one is left alone.
+long one is learned from waits on 4 ms kernels of the fake GPU.
+
+A loop woken further ahead of the end than its spin window opens (``LOOP_SPIN_AHEAD_NS``)
+sleeps again; the core then wakes it once more, by its wake-up after that short sleep, and
+learns the short figure from it.  Where the window covers every pre-wake, no second one comes
+and the short figure is left alone.
 """
 
 from __future__ import annotations
@@ -10,13 +15,15 @@ from __future__ import annotations
 import pytest
 
 import arig
+from arig._native import completion as native_completion
 
 from _napping import napping_cuda
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.skipif(arig._engine.unavailable("native") is not None, reason="the native core did not load")]
 
 
-async def test_a_long_sleep_teaches_the_long_wake_figure_only() -> None:
+async def test_a_long_sleep_teaches_the_long_wake_figure_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_completion, "LOOP_SPIN_AHEAD_NS", 10**9)  # every pre-wake is inside the window
     async with napping_cuda(0.004) as (dev, nap, comp):
         before = comp.stats()
         for _ in range(20):
@@ -24,4 +31,17 @@ async def test_a_long_sleep_teaches_the_long_wake_figure_only() -> None:
         after = comp.stats()
         assert after["prewakes"] > before["prewakes"], "4 ms work is predicted long: the loop is woken ahead of it"
         assert after["wake_long_ns"] != before["wake_long_ns"], "the wake-ups after 4 ms of sleep are learned"
-        assert after["wake_short_ns"] == before["wake_short_ns"], "and not taken for those after a short sleep"
+        assert after["prewakes_again"] == before["prewakes_again"], "the loop never woke too early to spin"
+        assert after["wake_short_ns"] == before["wake_short_ns"], "and the figure after a short sleep is not taken for them"
+
+
+async def test_a_loop_woken_too_early_to_spin_is_woken_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_completion, "LOOP_SPIN_AHEAD_NS", 1_000)  # every pre-wake is too early
+    async with napping_cuda(0.004) as (dev, nap, comp):
+        before = comp.stats()
+        values = [await dev.wait(await dev.submit(nap)) for _ in range(20)]
+        after = comp.stats()
+        assert values == [None] * 20 and dev.reached == dev.submitted == 20
+        assert after["loop_woke_far"] > before["loop_woke_far"], "the loop woke too early to spin, and slept again"
+        assert after["prewakes_again"] > before["prewakes_again"], "so the core woke it once more, nearer the end"
+        assert after["wake_short_ns"] != before["wake_short_ns"], "and learned its wake-up after that short sleep"

@@ -68,6 +68,7 @@ class NativeCompletion:
         self._efd_free = False
         try:
             self.core = make(self._efd)
+            self.core.loop_window(LOOP_SPIN_AHEAD_NS)
             self.core.start()
         except BaseException:
             self.close(idle=True)

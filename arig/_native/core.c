@@ -410,8 +410,9 @@ static uint64_t nap(core_t *c, const lane_t *l, uint64_t ns) {
     return ns > p ? p : ns;
 }
 
-/* Sleep until the pre-wake time (a push ends it early), then pre-wake the loop. */
-static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_t pre_at) {
+/* Sleep until the pre-wake time (a push ends it early), then pre-wake the loop, asleep since
+ * `since`; `done_for` (the lane's prewoke_for or prewoke2_for) records that it was done for l->out. */
+static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_t pre_at, uint64_t *done_for, uint64_t since) {
     if (pre_at - n > 2 * (int64_t)LAST_SLEEP_NS) {
         sleep_until_push(c, t, nap(c, l, (uint64_t)(pre_at - n - LAST_SLEEP_NS)));
         return; /* the watch comes back here for the rest: the pre-wake is still to do */
@@ -421,11 +422,27 @@ static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_
         if ((int64_t)now_ns() + 1000 < pre_at)
             return; /* a push came: look at it first */
     }
-    l->prewoke_for = l->out;
-    if (lane_done(l) < l->out)
-        prewake(c, now_ns() - l->t_sig);
-    else /* done already: it took less than this */
+    *done_for = l->out;
+    if (lane_done(l) < l->out) {
+        if (done_for == &l->prewoke2_for)
+            stat_add(c, S_PREWAKES_AGAIN);
+        prewake(c, now_ns() - since);
+    } else { /* done already: it took less than this */
         found_early(c, l, now_ns());
+    }
+}
+
+/* When should the loop be woken once more for lane l's work due at `due` (0: not at all)?  Where
+ * it woke from the first pre-wake further ahead than its spin window opens, it slept again (a
+ * loop's wake-up after milliseconds asleep varies by hundreds of microseconds, and the first
+ * pre-wake comes by the slow end of it); the second comes by its wake-up after that shorter sleep. */
+static int64_t prewake_again_at(core_t *c, lane_t *l, int64_t due) {
+    if (!c->loop_ahead_ns || l->prewoke_for != l->out || l->prewoke2_for == l->out)
+        return 0;
+    uint64_t pw = atomic_load(&c->prewoke_at), armed = atomic_load(&c->t_armed);
+    if (!pw || armed < pw || armed <= l->t_sig || due - (int64_t)armed <= c->loop_ahead_ns)
+        return 0;
+    return due - (int64_t)wake_est(c, (uint64_t)(due - (int64_t)armed)) - (int64_t)PREWAKE_MARGIN_NS - (int64_t)c->over;
 }
 
 /* Sleep until the spin window opens (a push ends it early), learning how late sleeps end. */
@@ -470,7 +487,12 @@ static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     int64_t spin_at = due - c->lead_ns - (int64_t)c->over;
     int64_t pre_at = due - (int64_t)wake_est(c, (uint64_t)(due - (int64_t)l->t_sig)) - (int64_t)PREWAKE_MARGIN_NS - (int64_t)c->over;
     if (c->prewake && l->prewoke_for != l->out && pre_at + (int64_t)MIN_SLEEP_NS < spin_at && pre_at > (int64_t)l->t_sig) {
-        sleep_to_prewake(c, l, t, n, pre_at);
+        sleep_to_prewake(c, l, t, n, pre_at, &l->prewoke_for, l->t_sig);
+        return 1;
+    }
+    int64_t again_at = c->prewake ? prewake_again_at(c, l, due) : 0;
+    if (again_at && again_at + (int64_t)MIN_SLEEP_NS < spin_at && again_at > n) {
+        sleep_to_prewake(c, l, t, n, again_at, &l->prewoke2_for, atomic_load(&c->t_armed));
         return 1;
     }
     if (spin_at - n > 2 * (int64_t)LAST_SLEEP_NS) {

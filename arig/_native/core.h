@@ -46,7 +46,7 @@ typedef struct lane {
     _Atomic uint64_t t_ns;   /* CLOCK_MONOTONIC when progress was last seen */
     _Atomic uint64_t t_v;    /* the value t_ns is the time of (written after t_ns) */
     /* the native thread's own */
-    uint64_t pend, out, seen, backstop, t_sig, slept_for, prewoke_for, t_look;
+    uint64_t pend, out, seen, backstop, t_sig, slept_for, prewoke_for, prewoke2_for, t_look;
     uint64_t insured;       /* the value a backstop was asked for before a sleep (early_backstop kinds) */
     uint64_t key, pend_key; /* what the in-flight burst (and the next) ends with: the estimate's key */
     uint64_t stamped;       /* the last value signalled with the GPU's time of it */
@@ -66,7 +66,7 @@ typedef struct est {
     double est, lo, hi;
 } est_t;
 
-enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_NSTATS };
+enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_PREWAKES_AGAIN, S_NSTATS };
 
 typedef struct core core_t;
 
@@ -133,6 +133,9 @@ struct core {
      * first stage of a long sleep cut into naps of at most poll_ns (0: one sleep), each ending in a look. */
     int no_early_backstop;
     int64_t poll_ns;
+    /* The loop's spin window (arig_core_loop_window): woken further than this ahead of a predicted
+     * end, the loop sleeps again; the core then wakes it once more (0: never). */
+    int64_t loop_ahead_ns;
     double idle_win; /* this idle spin's length: idle_ns, or longer where the next push usually comes a bit later */
     _Atomic uint64_t t_armed;    /* when the loop first re-armed after the last pre-wake (its clock) */
     _Atomic uint64_t prewoke_at; /* when the last pre-wake was written (the loop reads it to arm) */

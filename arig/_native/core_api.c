@@ -87,6 +87,10 @@ void arig_core_tune(core_t *c, int early_backstop, int64_t poll_ns) {
     c->poll_ns = poll_ns > 0 ? poll_ns : 0;
 }
 
+/* Before arig_core_start: the loop's spin window opens ahead_ns before a predicted end (see
+ * struct core); a loop woken further ahead than that is woken again, nearer the end. */
+void arig_core_loop_window(core_t *c, int64_t ahead_ns) { c->loop_ahead_ns = ahead_ns > 0 ? ahead_ns : 0; }
+
 /* Loop thread: ask for a wake-up once the native thread takes items (then re-check). */
 void arig_core_want_space(core_t *c) {
     atomic_store(&c->space_wanted, 1);
