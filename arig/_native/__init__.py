@@ -191,7 +191,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_create": (P, (P, P, c_int, P, P, P, c_int, c_int, c_uint64, c_int64, c_int64, c_int64, c_int)),
         "arig_core_start": (c_int, (P,)),
         "arig_core_tune": (None, (P, c_int, c_int64)),
-        "arig_core_loop_window": (None, (P, c_int64)),
+        "arig_core_loop_window": (None, (P, c_int64, P)),
         "arig_core_push": (c_int, (P, c_uint32, c_uint64, c_uint64, c_uint64, c_uint64)),
         "arig_core_addr": (P, (P, c_int, c_int)),
         "arig_core_want_space": (None, (P,)),
@@ -353,8 +353,10 @@ class Core:
 
     def loop_window(self, ahead_ns: int) -> None:
         """Before ``start``: the loop's spin window opens ``ahead_ns`` before a predicted end; the
-        core wakes a loop that woke further ahead (and slept again) once more, nearer the end."""
-        self._fast.arig_core_loop_window(self.ptr, ahead_ns)
+        core wakes a loop that woke further ahead (and slept again) once more, nearer the end.  The
+        core also reads ``seen`` (the loop's view, which it writes as it delivers): progress the loop
+        read first, in a spin of its own, needs no eventfd write."""
+        self._fast.arig_core_loop_window(self.ptr, ahead_ns, self.seen)
 
     def start(self) -> None:
         rc = self._fast.arig_core_start(self.ptr)

@@ -136,6 +136,9 @@ struct core {
     /* The loop's spin window (arig_core_loop_window): woken further than this ahead of a predicted
      * end, the loop sleeps again; the core then wakes it once more (0: never). */
     int64_t loop_ahead_ns;
+    /* The loop's view of each lane (its Core.seen, written by the loop as it delivers; 0: unknown):
+     * progress the loop read already needs no eventfd write. */
+    const volatile uint64_t *loop_seen;
     double idle_win; /* this idle spin's length: idle_ns, or longer where the next push usually comes a bit later */
     _Atomic uint64_t t_armed;    /* when the loop first re-armed after the last pre-wake (its clock) */
     _Atomic uint64_t prewoke_at; /* when the last pre-wake was written (the loop reads it to arm) */

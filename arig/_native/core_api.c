@@ -88,8 +88,12 @@ void arig_core_tune(core_t *c, int early_backstop, int64_t poll_ns) {
 }
 
 /* Before arig_core_start: the loop's spin window opens ahead_ns before a predicted end (see
- * struct core); a loop woken further ahead than that is woken again, nearer the end. */
-void arig_core_loop_window(core_t *c, int64_t ahead_ns) { c->loop_ahead_ns = ahead_ns > 0 ? ahead_ns : 0; }
+ * struct core); a loop woken further ahead than that is woken again, nearer the end.  seen: the
+ * loop's view of each lane (nlanes words it writes as it delivers, alive as long as the core). */
+void arig_core_loop_window(core_t *c, int64_t ahead_ns, const uint64_t *seen) {
+    c->loop_ahead_ns = ahead_ns > 0 ? ahead_ns : 0;
+    c->loop_seen = seen;
+}
 
 /* Loop thread: ask for a wake-up once the native thread takes items (then re-check). */
 void arig_core_want_space(core_t *c) {

@@ -107,14 +107,15 @@ static void hostfn(void *p) {
     core_t *c = r->c;
     lane_t *l = &c->lanes[r->lane];
     uint64_t v = r->v, h = atomic_load(&l->hword);
+    int r_lane = (int)r->lane;
     free(r);
     while (h < v && !atomic_compare_exchange_weak(&l->hword, &h, v)) {
     }
     atomic_store(&l->t_ns, now_ns());
     atomic_store(&l->t_v, v); /* host functions of a lane run in order: v only grows */
     atomic_thread_fence(memory_order_seq_cst);
-    if (__atomic_load_n(&l->seen, __ATOMIC_RELAXED) < v)
-        kick(c); /* the native thread has not told it yet (a backstop after a seen value wakes no one) */
+    if (__atomic_load_n(&l->seen, __ATOMIC_RELAXED) < v && (!c->loop_seen || c->loop_seen[r_lane] < v))
+        kick(c); /* neither the native thread nor the loop saw it yet (a backstop after a seen value wakes no one) */
     wake_native(c);
 }
 
