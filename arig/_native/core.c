@@ -447,14 +447,19 @@ static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_
 /* When should the loop be woken once more for lane l's work due at `due` (0: not at all)?  Where
  * it woke from the first pre-wake further ahead than its spin window opens, it slept again (a
  * loop's wake-up after milliseconds asleep varies by hundreds of microseconds, and the first
- * pre-wake comes by the slow end of it); the second comes by its wake-up after that shorter sleep. */
+ * pre-wake comes by the slow end of it).  The second comes by its wake-up after that shorter
+ * sleep, but at most AGAIN_INSIDE_NS less than the window ahead of the end: a loop that wakes at
+ * once then still finds the window open, and one that wakes slowly is late by less than the
+ * completion's own eventfd write would make it. */
+#define AGAIN_INSIDE_NS 10000
 static int64_t prewake_again_at(core_t *c, lane_t *l, int64_t due) {
     if (!c->loop_ahead_ns || l->prewoke_for != l->out || l->prewoke2_for == l->out)
         return 0;
     uint64_t pw = atomic_load(&c->prewoke_at), armed = atomic_load(&c->t_armed);
     if (!pw || armed < pw || armed <= l->t_sig || due - (int64_t)armed <= c->loop_ahead_ns)
         return 0;
-    return due - (int64_t)wake_est(c, (uint64_t)(due - (int64_t)armed)) - (int64_t)PREWAKE_MARGIN_NS - (int64_t)c->over;
+    double ahead = wake_est(c, (uint64_t)(due - (int64_t)armed)) + (double)PREWAKE_MARGIN_NS, most = (double)(c->loop_ahead_ns - AGAIN_INSIDE_NS);
+    return due - (int64_t)(ahead < most ? ahead : most) - (int64_t)c->over;
 }
 
 /* Sleep until the spin window opens (a push ends it early), learning how late sleeps end. */
@@ -503,8 +508,8 @@ static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
         return 1;
     }
     int64_t again_at = c->prewake ? prewake_again_at(c, l, due) : 0;
-    if (again_at && again_at + (int64_t)MIN_SLEEP_NS < spin_at && again_at > n) {
-        sleep_to_prewake(c, l, t, n, again_at, &l->prewoke2_for, atomic_load(&c->t_armed));
+    if (again_at && n < spin_at) { /* past its time already (this thread napped through it): now */
+        sleep_to_prewake(c, l, t, n, again_at > n ? again_at : n, &l->prewoke2_for, atomic_load(&c->t_armed));
         return 1;
     }
     if (spin_at - n > 2 * (int64_t)LAST_SLEEP_NS) {
