@@ -444,7 +444,9 @@ static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_
     }
 }
 
-/* When should the loop be woken once more for lane l's work due at `due` (0: not at all)?  Where
+/* When should the loop be woken once more for work due at `due`, asked at n (0: not at all; -1:
+ * not known yet: the loop has not re-armed since the first pre-wake, and the window is not open
+ * yet)?  Where
  * it woke from the first pre-wake further ahead than its spin window opens, it slept again (a
  * loop's wake-up after milliseconds asleep varies by hundreds of microseconds, and the first
  * pre-wake comes by the slow end of it).  The second comes by its wake-up after that shorter
@@ -452,13 +454,15 @@ static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_
  * once then still finds the window open, and one that wakes slowly is late by less than the
  * completion's own eventfd write would make it. */
 #define AGAIN_INSIDE_NS 10000
-static int64_t prewake_again_at(core_t *c, lane_t *l, int64_t due) {
-    if (!c->loop_ahead_ns || l->prewoke_for != l->out || l->prewoke2_for == l->out)
-        return 0;
+/* Until the loop re-arms after the first pre-wake, the native thread looks for it this often. */
+#define AGAIN_LOOK_NS 40000
+static int64_t prewake_again_at(core_t *c, int64_t due, int64_t n) {
     uint64_t pw = atomic_load(&c->prewoke_at), armed = atomic_load(&c->t_armed);
-    if (!pw || armed < pw || armed <= l->t_sig || due - (int64_t)armed <= c->loop_ahead_ns)
-        return 0;
-    double ahead = wake_est(c, (uint64_t)(due - (int64_t)armed)) + (double)PREWAKE_MARGIN_NS, most = (double)(c->loop_ahead_ns - AGAIN_INSIDE_NS);
+    if (armed < pw) /* not awake yet: whether it wakes too early is still to see, until the window opens */
+        return due - n > c->loop_ahead_ns ? -1 : 0;
+    if (due - (int64_t)armed <= c->loop_ahead_ns)
+        return 0; /* awake inside the window: it spins */
+    double ahead = wake_est(c, (uint64_t)(due - (int64_t)armed)) + (double)PREWAKE_MARGIN_NS, most = c->loop_ahead_ns > AGAIN_INSIDE_NS ? (double)(c->loop_ahead_ns - AGAIN_INSIDE_NS) : 0;
     return due - (int64_t)(ahead < most ? ahead : most) - (int64_t)c->over;
 }
 
@@ -507,10 +511,20 @@ static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
         sleep_to_prewake(c, l, t, n, pre_at, &l->prewoke_for, l->t_sig);
         return 1;
     }
-    int64_t again_at = c->prewake ? prewake_again_at(c, l, due) : 0;
-    if (again_at && n < spin_at) { /* past its time already (this thread napped through it): now */
-        sleep_to_prewake(c, l, t, n, again_at > n ? again_at : n, &l->prewoke2_for, atomic_load(&c->t_armed));
-        return 1;
+    if (c->prewake && c->loop_ahead_ns && l->prewoke_for == l->out && l->prewoke2_for != l->out && n < spin_at) {
+        int64_t again_at = prewake_again_at(c, due, n);
+        if (again_at > 0) { /* before the spin; past its time already (this thread napped through it): now */
+            int64_t at = again_at < spin_at - (int64_t)MIN_SLEEP_NS ? again_at : spin_at - (int64_t)MIN_SLEEP_NS;
+            sleep_to_prewake(c, l, t, n, at > n ? at : n, &l->prewoke2_for, atomic_load(&c->t_armed));
+            return 1;
+        }
+        if (again_at < 0) {
+            int64_t look = spin_at - n < AGAIN_LOOK_NS ? spin_at - n : AGAIN_LOOK_NS;
+            if (look > (int64_t)MIN_SLEEP_NS) {
+                sleep_until_push(c, t, (uint64_t)look);
+                return 1;
+            }
+        }
     }
     if (spin_at - n > 2 * (int64_t)LAST_SLEEP_NS) {
         sleep_until_push(c, t, nap(c, l, (uint64_t)(spin_at - n - LAST_SLEEP_NS)));
