@@ -585,6 +585,16 @@ static void spin(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
         give_up(c, l);
 }
 
+/* Where long work is watched in naps (poll_ns: CUDA, whose backstop is a host function that
+ * libcuda's callback thread, idle through the work, runs late), a lane whose spin gave up is
+ * looked at after a nap of MISS_NAP_NS, or a 32nd of how long its work has run so far where that is
+ * longer (CPU: about 32 naps for each e-fold of the work's length past 3 ms). */
+#define MISS_NAP_NS 100000ull
+static uint64_t miss_nap(const lane_t *l, uint64_t now) {
+    uint64_t ran = now > l->t_sig ? now - l->t_sig : 0, nap = ran / 32;
+    return nap < MISS_NAP_NS ? MISS_NAP_NS : nap > FAULT_CHECK_NS ? FAULT_CHECK_NS : nap;
+}
+
 /* Work in flight, no item waiting at tail t: look for faults, sleep or spin until it completes. */
 static void watch(core_t *c, uint64_t t, uint64_t now) {
     publish_due(c);
@@ -602,8 +612,9 @@ static void watch(core_t *c, uint64_t t, uint64_t now) {
     if (l->backstop < l->out && l->est > LONG_WORK_NS && l->slept_for != l->out && sleep_long(c, l, t, now))
         return;
     if (l->backstop >= l->out) {
-        /* The spin gave up on this value already: the backstop will tell. */
-        sleep_until_push(c, t, FAULT_CHECK_NS);
+        /* The spin gave up on this value already (work never seen before, or far longer than
+         * predicted): the backstop will tell. */
+        sleep_until_push(c, t, c->poll_ns ? miss_nap(l, now) : FAULT_CHECK_NS);
         return;
     }
     spin(c, l, t, now);
