@@ -39,6 +39,10 @@ CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries", "prewakes_again")
 #: Gauges after the counters in ``Core.stats()`` (not counts: a probe prints them as they are).
 GAUGES = ("wake_short_ns", "wake_mid_ns", "wake_long_ns", "sleep_over_ns")
+#: How long the submit thread spins, holding the GIL, for the native thread to reach a Python
+#: fill before it waits with the GIL released (a release hands the GIL to the loop, and taking it
+#: back waits for the loop to let go of it).
+PY_READY_SPIN_NS = 5_000
 #: A Python fill that raised: it reports its own exception to the timeline.
 PY_FAILED = -1
 
@@ -200,6 +204,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_due": (c_uint64, (P,)),
         "arig_core_loop_spin": (c_int, (P, P, c_int64)),
         "arig_core_py_begin": (c_int, (P, c_uint64)),
+        "arig_core_py_ready": (c_int, (P, c_uint64, c_int64)),
         "arig_core_py_end": (None, (P, c_uint64, c_int32)),
         "arig_core_stop": (None, (P,)),
         "arig_core_abort": (None, (P,)),
@@ -400,7 +405,12 @@ class Core:
 
     # -- the Python submit thread ---------------------------------------------------------
     def py_begin(self, v: int) -> bool:
-        """Wait until the native thread reaches the Python fill of value ``v``; False: skip it."""
+        """Wait until the native thread reaches the Python fill of value ``v``; False: skip it.
+        First a spin of at most ``PY_READY_SPIN_NS`` with the GIL held (the native thread is
+        usually there, or nearly), then a wait with it released."""
+        r = int(self._fast.arig_core_py_ready(self.ptr, v, PY_READY_SPIN_NS))
+        if r:
+            return r > 0
         return bool(self._slow.arig_core_py_begin(self.ptr, v) == 0)
 
     def py_end(self, v: int, rc: int) -> None:

@@ -42,6 +42,7 @@
 #define BURST 32
 #define FAULT_CHECK_NS 20000000ull /* 20 ms without progress: ask the driver */
 #define PY_POLL_NS 50000ull        /* while a Python fill runs, look at the words this often */
+#define PY_SPIN_NS 20000ull        /* ... after spinning this long for it to end */
 #define LONG_WORK_NS 50000.0       /* predicted longer than this: sleep before spinning */
 #define MIN_SLEEP_NS 15000ull
 #define PREWAKE_MARGIN_NS 20000ull /* pre-wake the loop this much earlier than it takes to wake */
@@ -239,6 +240,10 @@ static void run_python(core_t *c, item_t *it) {
     atomic_store(&c->py_at, it->v);
     atomic_fetch_add(&c->pyw, 1);
     futex(&c->pyw, FUTEX_WAKE_PRIVATE, 1 << 30, 0);
+    /* A fill usually takes a few microseconds: spin that long before sleeping (a futex wake of
+     * this thread from py_end costs more than the fill). */
+    for (uint64_t end = now_ns() + PY_SPIN_NS; atomic_load(&c->py_done) != it->v && now_ns() < end;)
+        cpu_relax();
     while (atomic_load(&c->py_done) != it->v) {
         if (atomic_load(&c->stop) || atomic_load(&c->fault))
             return;

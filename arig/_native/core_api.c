@@ -167,6 +167,23 @@ int arig_core_py_begin(core_t *c, uint64_t v) {
     }
 }
 
+/* The Python submit thread, GIL held: spin up to spin_ns for the native thread to reach the
+ * Python fill of value v (the one before it just ended: it usually gets there within a few
+ * microseconds, and a wait with the GIL released would hand the GIL to the loop and back).
+ * 1: run it; 0: not there yet (wait with arig_core_py_begin); -1: lost or stopping, skip it. */
+int arig_core_py_ready(core_t *c, uint64_t v, int64_t spin_ns) {
+    uint64_t end = now_ns() + (uint64_t)(spin_ns > 0 ? spin_ns : 0);
+    for (;;) {
+        if (atomic_load(&c->py_at) == v)
+            return 1;
+        if (atomic_load(&c->stop) || atomic_load(&c->fault) || !c->started)
+            return -1;
+        if (now_ns() >= end)
+            return 0;
+        cpu_relax();
+    }
+}
+
 void arig_core_py_end(core_t *c, uint64_t v, int32_t rc) {
     atomic_store(&c->py_rc, rc);
     atomic_store(&c->py_done, v);
