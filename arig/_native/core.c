@@ -131,14 +131,16 @@ static void signal_lanes(core_t *c) {
 /* Look at every lane's completion; tell the loop of progress.  Returns 1 on progress.  fresh: the
  * lane a spin saw progress on while it watched (-1: none). */
 /* Has the loop yet to read some lane's progress?  Not where its own spin in the window saw the
- * word first and delivered: an eventfd write then would only wake it for nothing (and, with the
- * next work already in flight, far ahead of that work's end). */
-static int loop_behind(const core_t *c) {
+ * word first (it delivers next, or did): an eventfd write then would only wake it for nothing
+ * (and, with the next work already in flight, far ahead of that work's end). */
+static int loop_behind(core_t *c) {
     if (!c->loop_seen)
         return 1;
-    for (int i = 0; i < c->nlanes; i++)
-        if (c->lanes[i].seen > c->loop_seen[i])
+    for (int i = 0; i < c->nlanes; i++) {
+        uint64_t s = c->loop_seen[i], w = atomic_load(&c->loop_saw[i]);
+        if (c->lanes[i].seen > (w > s ? w : s))
             return 1;
+    }
     return 0;
 }
 

@@ -120,7 +120,6 @@ struct core {
     _Atomic uint64_t py_at, py_done;
     _Atomic int32_t py_rc;
     _Atomic uint64_t due; /* CLOCK_MONOTONIC of the soonest predicted completion, 0: none */
-    _Atomic uint32_t loop_spinning;
     uint64_t cap;
     item_t *ring;
     int efd, nlanes, prewake, started;
@@ -139,6 +138,9 @@ struct core {
     /* The loop's view of each lane (its Core.seen, written by the loop as it delivers; 0: unknown):
      * progress the loop read already needs no eventfd write. */
     const volatile uint64_t *loop_seen;
+    /* What the loop's last spin in its window saw of each lane (arig_core_loop_spin, before it
+     * returns to deliver it): the loop is about to read that progress, and needs no wake for it. */
+    _Atomic uint64_t loop_saw[MAX_LANES];
     double idle_win; /* this idle spin's length: idle_ns, or longer where the next push usually comes a bit later */
     _Atomic uint64_t t_armed;    /* when the loop first re-armed after the last pre-wake (its clock) */
     _Atomic uint64_t prewoke_at; /* when the last pre-wake was written (the loop reads it to arm) */

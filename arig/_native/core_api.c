@@ -134,13 +134,20 @@ uint64_t arig_core_gpu_time(core_t *c, int lane) {
 /* Loop thread, just before it would block (the GIL released by the caller):
  * spin up to ns for lane progress past seen[i]; the eventfd is not written
  * meanwhile.  Returns 1 on progress.  Re-arms before returning without it. */
+/* The loop's spin saw progress: note what, for the native thread (loop_behind), then return 1. */
+static int saw(core_t *c) {
+    for (int i = 0; i < c->nlanes; i++)
+        atomic_store(&c->loop_saw[i], lane_done(&c->lanes[i]));
+    return 1;
+}
+
 int arig_core_loop_spin(core_t *c, const uint64_t *seen, int64_t ns) {
     atomic_store(&c->armed, 0);
     uint64_t end = now_ns() + (uint64_t)ns;
     for (;;) {
         for (int i = 0; i < c->nlanes; i++)
             if (lane_done(&c->lanes[i]) > seen[i])
-                return 1;
+                return saw(c);
         uint64_t t = now_ns(), due = atomic_load_explicit(&c->due, memory_order_relaxed);
         if (atomic_load(&c->fault) || t > end || due > end)
             break; /* out of time, or the completion is predicted past the window */
@@ -150,7 +157,7 @@ int arig_core_loop_spin(core_t *c, const uint64_t *seen, int64_t ns) {
     atomic_thread_fence(memory_order_seq_cst);
     for (int i = 0; i < c->nlanes; i++)
         if (lane_done(&c->lanes[i]) > seen[i])
-            return 1;
+            return saw(c);
     return 0;
 }
 
