@@ -5,8 +5,8 @@ microseconds (its vCPU sat idle), so the core keeps one figure per length of sle
 long one is learned from waits on 4 ms kernels of the fake GPU.
 
 A loop woken further ahead of the end than its spin window opens (``LOOP_SPIN_AHEAD_NS``)
-sleeps again; the core then wakes it once more, by its wake-up after that short sleep, and
-learns the short figure from it.  Where the window covers every pre-wake, no second one comes
+sleeps again; the core then wakes it once more, by its wake-up after that shorter sleep, and
+learns that sleep's figure from it.  Where the window covers every pre-wake, no second one comes
 and the short figure is left alone.
 """
 
@@ -25,6 +25,8 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.skipif(arig._engine.unavailable("
 async def test_a_long_sleep_teaches_the_long_wake_figure_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(native_completion, "LOOP_SPIN_AHEAD_NS", 10**9)  # every pre-wake is inside the window
     async with napping_cuda(0.004) as (dev, nap, comp):
+        for _ in range(5):  # the first waits learn the work's length (one may be predicted short)
+            await dev.wait(await dev.submit(nap))
         before = comp.stats()
         for _ in range(20):
             await dev.wait(await dev.submit(nap))
@@ -44,4 +46,5 @@ async def test_a_loop_woken_too_early_to_spin_is_woken_again(monkeypatch: pytest
         assert values == [None] * 20 and dev.reached == dev.submitted == 20
         assert after["loop_woke_far"] > before["loop_woke_far"], "the loop woke too early to spin, and slept again"
         assert after["prewakes_again"] > before["prewakes_again"], "so the core woke it once more, nearer the end"
-        assert after["wake_short_ns"] != before["wake_short_ns"], "and learned its wake-up after that short sleep"
+        shorter = ("wake_short_ns", "wake_mid_ns")  # that sleep: from the re-arm to just before the end
+        assert any(after[k] != before[k] for k in shorter), "and learned its wake-up after that shorter sleep"
