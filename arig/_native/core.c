@@ -128,8 +128,6 @@ static void signal_lanes(core_t *c) {
     }
 }
 
-/* Look at every lane's completion; tell the loop of progress.  Returns 1 on progress.  fresh: the
- * lane a spin saw progress on while it watched (-1: none). */
 /* Has the loop yet to read some lane's progress?  Not where its own spin in the window saw the
  * word first (it delivers next, or did): an eventfd write then would only wake it for nothing
  * (and, with the next work already in flight, far ahead of that work's end). */
@@ -144,6 +142,8 @@ static int loop_behind(core_t *c) {
     return 0;
 }
 
+/* Look at every lane's completion; tell the loop of progress.  Returns 1 on progress.  fresh: the
+ * lane a spin saw progress on while it watched (-1: none). */
 static int look_fresh(core_t *c, uint64_t now, int fresh) {
     int progressed = 0;
     for (int i = 0; i < c->nlanes; i++) {
@@ -453,13 +453,12 @@ static void sleep_to_prewake(core_t *c, lane_t *l, uint64_t t, int64_t n, int64_
 
 /* When should the loop be woken once more for work due at `due`, asked at n (0: not at all; -1:
  * not known yet: the loop has not re-armed since the first pre-wake, and the window is not open
- * yet)?  Where
- * it woke from the first pre-wake further ahead than its spin window opens, it slept again (a
- * loop's wake-up after milliseconds asleep varies by hundreds of microseconds, and the first
- * pre-wake comes by the slow end of it).  The second comes by its wake-up after that shorter
- * sleep, but at most AGAIN_INSIDE_NS less than the window ahead of the end: a loop that wakes at
- * once then still finds the window open, and one that wakes slowly is late by less than the
- * completion's own eventfd write would make it. */
+ * yet)?  Where it woke from the first pre-wake further ahead than its spin window opens, it slept
+ * again (a loop's wake-up after milliseconds asleep varies by hundreds of microseconds, and the
+ * first pre-wake comes by the slow end of it).  The second comes by its wake-up after that
+ * shorter sleep, but at most AGAIN_INSIDE_NS less than the window ahead of the end: a loop that
+ * wakes at once then still finds the window open, and one that wakes slowly is late by less than
+ * the completion's own eventfd write would make it. */
 #define AGAIN_INSIDE_NS 10000
 /* Until the loop re-arms after the first pre-wake, the native thread looks for it this often. */
 #define AGAIN_LOOK_NS 40000
