@@ -132,13 +132,9 @@ static void signal_lanes(core_t *c) {
  * word first (it delivers next, or did): an eventfd write then would only wake it for nothing
  * (and, with the next work already in flight, far ahead of that work's end). */
 static int loop_behind(core_t *c) {
-    if (!c->loop_seen)
-        return 1;
-    for (int i = 0; i < c->nlanes; i++) {
-        uint64_t s = c->loop_seen[i], w = atomic_load(&c->loop_saw[i]);
-        if (c->lanes[i].seen > (w > s ? w : s))
+    for (int i = 0; i < c->nlanes; i++)
+        if (c->lanes[i].seen > loop_read(c, i))
             return 1;
-    }
     return 0;
 }
 

@@ -183,6 +183,15 @@ static inline uint64_t lane_done(lane_t *l) {
     return w > h ? w : h;
 }
 
+/* The last value of lane i that the loop has read or is about to deliver (its view, or what its
+ * last spin saw); 0 where the core does not know the loop's view. */
+static inline uint64_t loop_read(core_t *c, int i) {
+    if (!c->loop_seen)
+        return 0;
+    uint64_t s = c->loop_seen[i], w = atomic_load(&c->loop_saw[i]);
+    return w > s ? w : s;
+}
+
 /* A new core over ops: lane i's word at words[i] (host addresses); cap a power of two.  The
  * caller fills each lane's hw and hw_addr, and c->hw.  0 on a bad argument or no memory. */
 ARIG_INTERNAL core_t *core_new(const lane_ops *ops, int nlanes, const uint64_t *words, int efd, uint64_t cap, int64_t spin_ns,

@@ -161,15 +161,22 @@ int arig_core_loop_spin(core_t *c, const uint64_t *seen, int64_t ns) {
     return 0;
 }
 
+/* Has the native thread reached the Python fill of value v?  1: yes; -1: lost or stopping (it
+ * skips it); 0: not yet. */
+static int py_gate(core_t *c, uint64_t v) {
+    if (atomic_load(&c->py_at) == v)
+        return 1;
+    return atomic_load(&c->stop) || atomic_load(&c->fault) || !c->started ? -1 : 0;
+}
+
 /* The Python submit thread, before a Python fill of value v: wait (GIL released)
  * until the native thread reaches it.  0: run it; -1: lost or stopping, skip it. */
 int arig_core_py_begin(core_t *c, uint64_t v) {
     for (;;) {
         uint32_t f = atomic_load(&c->pyw);
-        if (atomic_load(&c->py_at) == v)
-            return 0;
-        if (atomic_load(&c->stop) || atomic_load(&c->fault) || !c->started)
-            return -1;
+        int g = py_gate(c, v);
+        if (g)
+            return g > 0 ? 0 : -1;
         futex(&c->pyw, FUTEX_WAIT_PRIVATE, f, 0);
     }
 }
@@ -181,12 +188,9 @@ int arig_core_py_begin(core_t *c, uint64_t v) {
 int arig_core_py_ready(core_t *c, uint64_t v, int64_t spin_ns) {
     uint64_t end = now_ns() + (uint64_t)(spin_ns > 0 ? spin_ns : 0);
     for (;;) {
-        if (atomic_load(&c->py_at) == v)
-            return 1;
-        if (atomic_load(&c->stop) || atomic_load(&c->fault) || !c->started)
-            return -1;
-        if (now_ns() >= end)
-            return 0;
+        int g = py_gate(c, v);
+        if (g || now_ns() >= end)
+            return g;
         cpu_relax();
     }
 }

@@ -114,7 +114,7 @@ static void hostfn(void *p) {
     atomic_store(&l->t_ns, now_ns());
     atomic_store(&l->t_v, v); /* host functions of a lane run in order: v only grows */
     atomic_thread_fence(memory_order_seq_cst);
-    if (__atomic_load_n(&l->seen, __ATOMIC_RELAXED) < v && (!c->loop_seen || (c->loop_seen[r_lane] < v && atomic_load(&c->loop_saw[r_lane]) < v)))
+    if (__atomic_load_n(&l->seen, __ATOMIC_RELAXED) < v && loop_read(c, r_lane) < v)
         kick(c); /* neither the native thread nor the loop saw it yet (a backstop after a seen value wakes no one) */
     wake_native(c);
 }
