@@ -3,9 +3,10 @@
 When the core wakes the loop ahead of long work's predicted end and nothing is there to deliver,
 ``NativeCompletion._spin_window`` spins on the words (the core's ``loop_spin``, the GIL released)
 only if that end is at most ``LOOP_SPIN_AHEAD_NS`` away, for at most ``LOOP_SPIN_PAST_NS`` past it
-and ``LOOP_SPIN_MAX_NS`` in all, and delivers what the spin saw.  Here over a stand-in of the core's
-loop-side calls (the window is arithmetic on the core's predicted time; the GPU runs of the bench's
-length sweep measure what it gains).
+and ``LOOP_SPIN_MAX_NS`` in all, and delivers what the spin saw.  The spin is handed to the first
+waiter, to run on its own task (``Timeline.spin_hint``), and runs on the loop's callback only
+where no one waits.  Here over a stand-in of the core's loop-side calls (the window is arithmetic
+on the core's predicted time; the GPU runs of the bench's length sweep measure what it gains).
 """
 
 from __future__ import annotations
@@ -38,9 +39,28 @@ class _Core:
         self.armed += 1
 
 
-def _completion(core: _Core) -> Any:
+class _Timeline:
+    """A timeline's spin_hint: with ``waiter``, the first waiter takes the spin (kept here)."""
+
+    def __init__(self, waiter: bool) -> None:
+        self.waiter = waiter
+        self.handed: list[Any] = []
+
+    def spin_hint(self, spin: Any) -> bool:
+        if self.waiter:
+            self.handed.append(spin)
+        return self.waiter
+
+
+class _Owner:
+    def __init__(self, waiter: bool) -> None:
+        self.timeline = _Timeline(waiter)
+
+
+def _completion(core: _Core, waiter: bool = False) -> Any:
     c = nc.NativeCompletion.__new__(nc.NativeCompletion)
     c.core = core  # type: ignore[assignment]
+    c._owner = _Owner(waiter)
     c.delivered = 0
 
     def deliver() -> bool:
@@ -82,3 +102,26 @@ def test_a_prediction_already_past_spins_only_a_little_past_it() -> None:
     c = _completion(core)
     c._spin_window()
     assert core.spins == [nc.LOOP_SPIN_PAST_NS]
+
+
+def test_the_spin_is_handed_to_the_first_waiter_and_runs_when_it_calls_it() -> None:
+    core = _Core(20_000, sees=True)
+    c = _completion(core, waiter=True)
+    c._spin_window()
+    (spin,) = c._owner.timeline.handed
+    assert core.spins == [] and c.delivered == 0, "nothing spun on the loop's callback"
+    spin()  # the waiter's task runs it
+    assert len(core.spins) == 1 and core.armed == 1 and c.delivered == 1
+
+
+def test_a_handed_spin_that_runs_after_the_end_moved_far_spins_not() -> None:
+    core = _Core(20_000, sees=True)
+    c = _completion(core, waiter=True)
+    c._spin_window()
+    (spin,) = c._owner.timeline.handed
+    core._due = time.monotonic_ns() + 5_000_000  # delivered meanwhile; the next work's end is far
+    spin()
+    core._due = 0  # nothing predicted any more
+    spin()
+    assert core.spins == [] and c.delivered == 0
+

@@ -176,6 +176,22 @@ class NativeCompletion:
             self._woke_far += 1
             self._far_ns += left
             return  # woken early: the core tells the completion as usual
+        # The first waiter spins on its own task (Timeline.spin_hint says why); where none is
+        # left to (every waiter cancelled meanwhile), the loop spins here.
+        if not self._owner.timeline.spin_hint(self._spin_near):
+            self._spin_near()
+
+    def _spin_near(self) -> None:
+        """Loop thread (a waiter's task, or the loop's callback): spin on the words while the
+        predicted end is near (see LOOP_SPIN_AHEAD_NS), then deliver what came.  Never raises."""
+        core = self.core
+        if core is None:
+            return
+        now = time.monotonic_ns()
+        due = core.due()
+        left = due - now
+        if not due or left > LOOP_SPIN_AHEAD_NS:
+            return  # delivered meanwhile, or the end now predicted is further away: the core tells
         self._loop_spins += 1
         if core.loop_spin(min(max(left, 0) + LOOP_SPIN_PAST_NS, LOOP_SPIN_MAX_NS)):
             self._loop_spin_hits += 1
