@@ -27,6 +27,7 @@ class _Core:
         self._sees = sees
         self.spins: list[int] = []
         self.armed = 0
+        self.leads: list[int] = []
 
     def due(self) -> int:
         return self._due
@@ -37,6 +38,9 @@ class _Core:
 
     def arm(self) -> None:
         self.armed += 1
+
+    def loop_lead(self, ns: int) -> None:
+        self.leads.append(ns)
 
 
 class _Timeline:
@@ -125,3 +129,17 @@ def test_a_handed_spin_that_runs_after_the_end_moved_far_spins_not() -> None:
     spin()
     assert core.spins == [] and c.delivered == 0
 
+
+def test_the_loop_learns_its_lead_from_wake_up_to_spin_and_tells_the_core() -> None:
+    core = _Core(20_000, sees=False)
+    c = _completion(core)
+    for _ in range(30):
+        c._woke_at = time.monotonic_ns() - 40_000  # woke 40 us before its spin starts
+        c._spin_window()
+    assert core.leads, "the core was told the loop's lead"
+    assert 30_000 < core.leads[-1] <= 41_000, core.leads
+    assert len(core.leads) < 30, "told again only once the figure moved"
+    told = len(core.leads)
+    c._woke_at = time.monotonic_ns() - 10_000_000  # a wake-up long before (not this spin's): counted as at most the spin's cap
+    c._spin_window()
+    assert core.leads[-1] <= 0.8 * 41_000 + 0.2 * nc.LOOP_SPIN_MAX_NS + 1_000 and len(core.leads) == told + 1

@@ -33,7 +33,7 @@ from .. import _env, _log
 
 __all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "NvTemplate", "NvSpec", "NvLaunchRecord", "NV_ERRORS", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS", "GAUGES"]
 
-ABI = 3
+ABI = 4
 CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 #: Counters of ``Core.stats()``, in order.
 STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries", "prewakes_again")
@@ -196,6 +196,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_start": (c_int, (P,)),
         "arig_core_tune": (None, (P, c_int, c_int64)),
         "arig_core_loop_window": (None, (P, c_int64, P)),
+        "arig_core_loop_lead": (None, (P, c_int64)),
         "arig_core_push": (c_int, (P, c_uint32, c_uint64, c_uint64, c_uint64, c_uint64)),
         "arig_core_addr": (P, (P, c_int, c_int)),
         "arig_core_want_space": (None, (P,)),
@@ -362,6 +363,11 @@ class Core:
         core also reads ``seen`` (the loop's view, which it writes as it delivers): progress the loop
         read first, in a spin of its own, needs no eventfd write."""
         self._fast.arig_core_loop_window(self.ptr, ahead_ns, self.seen)
+
+    def loop_lead(self, ns: int) -> None:
+        """Loop thread: its steps from a pre-wake to its spin in the window take about ``ns``; the
+        core's pre-wakes come that much earlier (at most 100 us)."""
+        self._fast.arig_core_loop_lead(self.ptr, ns)
 
     def start(self) -> None:
         rc = self._fast.arig_core_start(self.ptr)

@@ -464,7 +464,8 @@ static int64_t prewake_again_at(core_t *c, int64_t due, int64_t n) {
         return due - n > c->loop_ahead_ns ? -1 : 0;
     if (due - (int64_t)armed <= c->loop_ahead_ns)
         return 0; /* awake inside the window: it spins */
-    double ahead = wake_est(c, (uint64_t)(due - (int64_t)armed)) + (double)PREWAKE_MARGIN_NS, most = c->loop_ahead_ns > AGAIN_INSIDE_NS ? (double)(c->loop_ahead_ns - AGAIN_INSIDE_NS) : 0;
+    double ahead = wake_est(c, (uint64_t)(due - (int64_t)armed)) + (double)PREWAKE_MARGIN_NS + (double)atomic_load_explicit(&c->loop_lead_ns, memory_order_relaxed),
+           most = c->loop_ahead_ns > AGAIN_INSIDE_NS ? (double)(c->loop_ahead_ns - AGAIN_INSIDE_NS) : 0;
     return due - (int64_t)(ahead < most ? ahead : most) - (int64_t)c->over;
 }
 
@@ -508,7 +509,8 @@ static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     /* Signed: an estimate shorter than the leads must not wrap around. */
     int64_t due = (int64_t)l->t_sig + (int64_t)l->est, n = (int64_t)now;
     int64_t spin_at = due - c->lead_ns - (int64_t)c->over;
-    int64_t pre_at = due - (int64_t)wake_est(c, (uint64_t)(due - (int64_t)l->t_sig)) - (int64_t)PREWAKE_MARGIN_NS - (int64_t)c->over;
+    int64_t lead = atomic_load_explicit(&c->loop_lead_ns, memory_order_relaxed);
+    int64_t pre_at = due - (int64_t)wake_est(c, (uint64_t)(due - (int64_t)l->t_sig)) - (int64_t)PREWAKE_MARGIN_NS - lead - (int64_t)c->over;
     if (c->prewake && l->prewoke_for != l->out && pre_at + (int64_t)MIN_SLEEP_NS < spin_at && pre_at > (int64_t)l->t_sig) {
         sleep_to_prewake(c, l, t, n, pre_at, &l->prewoke_for, l->t_sig);
         return 1;

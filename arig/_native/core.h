@@ -24,6 +24,7 @@
 
 #define MAX_LANES 64
 #define WAKE_BUCKETS 3 /* the loop's wake-up figures, by how long it slept (struct core) */
+#define LOOP_LEAD_MAX_NS 100000 /* the loop's lead to its spin (struct core), at most */
 
 /* K_MARK: no work (the value marks the lane's earlier work).  K_JOIN: the lane waits for
  * another stream's work: a = that stream, b = the address of its event slot (made here on first
@@ -135,6 +136,10 @@ struct core {
     /* The loop's spin window (arig_core_loop_window): woken further than this ahead of a predicted
      * end, the loop sleeps again; the core then wakes it once more (0: never). */
     int64_t loop_ahead_ns;
+    /* How long the loop takes from its wake-up (its arm) to its spin in the window, as the loop
+     * measures it (arig_core_loop_lead): its first steps after a long sleep run on cold caches.
+     * Pre-wakes come this much earlier, so that the spin is under way when the end comes. */
+    _Atomic int64_t loop_lead_ns;
     /* The loop's view of each lane (its Core.seen, written by the loop as it delivers; 0: unknown):
      * progress the loop read already needs no eventfd write. */
     const volatile uint64_t *loop_seen;

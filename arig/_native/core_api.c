@@ -4,7 +4,7 @@
 #include "core.h"
 
 
-#define ARIG_CORE_ABI 3
+#define ARIG_CORE_ABI 4
 
 #ifndef ARIG_CORE_SOURCE
 #define ARIG_CORE_SOURCE "unknown"
@@ -93,6 +93,11 @@ void arig_core_tune(core_t *c, int early_backstop, int64_t poll_ns) {
 void arig_core_loop_window(core_t *c, int64_t ahead_ns, const uint64_t *seen) {
     c->loop_ahead_ns = ahead_ns > 0 ? ahead_ns : 0;
     c->loop_seen = seen;
+}
+
+/* Loop thread: its steps from a pre-wake to its spin in the window take about ns (see struct core). */
+void arig_core_loop_lead(core_t *c, int64_t ns) {
+    atomic_store_explicit(&c->loop_lead_ns, ns < 0 ? 0 : ns > LOOP_LEAD_MAX_NS ? LOOP_LEAD_MAX_NS : ns, memory_order_relaxed);
 }
 
 /* Loop thread: ask for a wake-up once the native thread takes items (then re-check). */
