@@ -2,6 +2,7 @@
 # The whole GPU suite in one call on a GPU machine (the H200 of the device tool), within about 9 minutes:
 # wheels, the native core built in place, facts, top, the demos, the GPU tests, test_cuda_gpu.py again
 # with ARIG_NO_MEMOPS=1 and with ARIG_PURE=1, then the benchmarks; the bench table is printed last.
+# The first test run is watched (scripts/pytest_watched.sh): one that hangs at exit after its session is killed, its threads printed.
 # Writes under $OUT (7 files): suite.log (everything), gpu_tests.xml (the first test run),
 # bench/ (results.json, table.md, latency.png, concurrency.png, overhead.png).
 # Usage: bash scripts/gpu_suite.sh [--no-bench] [--tests PATH] [-k EXPR]
@@ -96,7 +97,7 @@ run demo_pipeline 60 $(( BENCH_MIN + 2 * EXTRA_MIN + 90 )) python3 -m arig demo 
 
 K=(); [ -n "$KEXPR" ] && K=(-k "$KEXPR")
 step "GPU tests ($TESTS)"
-run gpu_tests 240 $(( BENCH_MIN + 2 * EXTRA_MIN )) python3 -m pytest "$TESTS" -v -rA -p no:cacheprovider --timeout 120 --junitxml "$OUT/gpu_tests.xml" ${K[@]+"${K[@]}"}
+run gpu_tests 240 $(( BENCH_MIN + 2 * EXTRA_MIN )) bash scripts/pytest_watched.sh "$OUT/gpu_tests.xml" python3 -m pytest "$TESTS" -v -rA -p no:cacheprovider --timeout 120 --junitxml "$OUT/gpu_tests.xml" ${K[@]+"${K[@]}"}
 step "GPU completion tests without stream memory operations (ARIG_NO_MEMOPS=1 tests/gpu/test_cuda_gpu.py)"
 run tests_no_memops 150 $(( BENCH_MIN + EXTRA_MIN )) env ARIG_NO_MEMOPS=1 python3 -m pytest tests/gpu/test_cuda_gpu.py -v -rfEs -p no:cacheprovider --timeout 120 ${K[@]+"${K[@]}"}
 step "GPU completion tests on the pure-Python path (ARIG_PURE=1 tests/gpu/test_cuda_gpu.py)"
