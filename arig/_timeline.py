@@ -128,12 +128,12 @@ class Timeline:
         the loop's next pass, the waiter's task step) runs on a CPU that sat idle for the length of
         the work, its caches cold: tens of microseconds on a VM after a few milliseconds asleep.
         Spun from the waiter's own task, that task step and most of the delivery run before the
-        word comes, and the waiter returns from the spin straight into its caller.  ``spin`` must
-        not raise; whatever it delivers (or fails) the waiter finds on its next look."""
+        word comes, and the waiter returns from the spin straight into its caller.  Whatever the
+        spin delivers (or fails) the waiter finds on its next look; a spin that raises fails the
+        timeline, so every waiter hears the same."""
         heap = self._heap
         while heap:
-            fut = heap[0][2]
-            heapq.heappop(heap)
+            fut = heapq.heappop(heap)[2]
             if not fut.done():  # a cancelled waiter's future is skipped
                 fut.set_result(spin)
                 return True
