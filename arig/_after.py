@@ -10,7 +10,8 @@ resolves the peer's waiters, so no task wakes in between, and no thread blocks.
   of its own host memory to reach the work's ticket (``arig.cuda._gates``); the callback opens
   the gate with a store to that word.  Launch and submit cost are paid before the peer is done:
   the hand-off is the device's poll of the word.  A loss of the device opens every gate still
-  shut (to ``GATE_OPEN``): no GPU waits for ever on a value that never comes.
+  shut (to the last ticket handed out on its queue): no GPU waits for ever on a value that
+  never comes.
 * On the loop (``Holds``: every other device and submission, C fills and adopted queues
   included): the submission reaches the device's submitter only once the peers reached their
   values.
@@ -166,9 +167,6 @@ class _Ticket:
         self.qi, self.ticket, self.pending = qi, ticket, pending
 
 
-#: What a lost device stores into its gates still shut: above every ticket.
-GATE_OPEN = (1 << 64) - 1
-
 #: At most this many gates of a device are shut at once; further work that waits for other
 #: devices is held on the loop until some open.  A stream held at a gate keeps everything queued
 #: behind it, host functions included (a backstop, a burst's signal without memory operations),
@@ -215,11 +213,14 @@ class Gates:
             self._backend.open_gate(qi, last)
 
     def _open_all(self) -> None:
-        """The device is lost: every gate still shut opens for good (its GPU must not wait for ever)."""
+        """The device is lost: every gate still shut opens for good (its GPU must not wait for
+        ever), to the last ticket its queue handed out.  Not to some ``2**64 - 1``: the GPU
+        compares a gate with its ticket cyclically, ``(int64_t)(gate - ticket) >= 0``
+        (``arig.cuda._gates``), and reads so high a word as below every ticket."""
         for qi, shut in self._shut.items():
             if shut:
                 shut.clear()
-                self._backend.open_gate(qi, GATE_OPEN)
+                self._backend.open_gate(qi, self._next[qi])
 
 
 class _Entry:

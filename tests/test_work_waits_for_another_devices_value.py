@@ -336,6 +336,12 @@ async def test_a_lost_cuda_device_opens_its_gates(engine: str) -> None:
         gate = threading.Event()
         pv = await peer.submit(_blocked(gate))
         v = await dev.submit(None, after=[(peer, pv)])
+        if engine == "native":  # the stream waits at the gate before the loss opens it
+            for _ in range(200):
+                if fake.calls("cuStreamWaitValue64_v2"):
+                    break
+                await asyncio.sleep(0.01)
+            assert len(fake.calls("cuStreamWaitValue64_v2")) == 1
         await asyncio.wait_for(dev.stop(), T)  # the peer never comes within the timeout: lost, and its gate opened
         assert isinstance(dev.lost, arig.DeviceHang) and dev.reached < v
         gate.set()

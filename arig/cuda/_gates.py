@@ -6,7 +6,11 @@ memory.  Work that waits for other devices is enqueued at once behind
 value, the event loop stores ``ticket`` into the gate (a store to host memory, no driver call),
 and the GPU, polling the word, starts the work.  Tickets of a lane count 1, 2, 3, ... in submit
 order and are opened in that order (``arig._after.Gates``): opening one opens those before it,
-which the stream runs first anyway.
+which the stream runs first anyway.  The GPU compares cyclically, ``(int64_t)(*gate - ticket)
+>= 0`` as CUDA documents ``CU_STREAM_WAIT_VALUE_GEQ``: a gate opens to a ticket handed out, never
+to a word "above everything" such as ``2**64 - 1``, which reads as below every ticket (a lost
+device's gates opened that way stayed shut, and the context's next synchronizing call, a
+``cuMemFree`` of another device of the same GPU, waited for ever).
 
 Why the device's own word, not the other device's timeline word: its lifetime and its loss are
 this device's.  The other device may stop, free its words, or be lost with its word never to be

@@ -7,11 +7,16 @@ exiting cleanly, and at exit libcuda's own teardown may then wait for that strea
 The terminal summary lists each such test with the threads it left, so that a GPU run that
 passes but does not exit says which test to look at.  A report, not a failure: the test's own
 assertions say whether it did what it should.
+
+A run that does not exit within ``EXIT_DUMP_S`` of its session's end prints every thread's
+Python stack (``faulthandler``): where each thread stands, the one that holds the exit named.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import gc
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -20,6 +25,7 @@ import pytest
 
 _left: list[tuple[str, list[str]]] = []
 SETTLE_S = 2.0  # a collected device's submit thread closes its backend: give it this long
+EXIT_DUMP_S = 10.0  # a session over this long ago whose process still runs hangs at exit
 
 
 def _arig_threads() -> set[threading.Thread]:
@@ -47,3 +53,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("arig threads still alive after their test")
         for nodeid, names in _left:
             terminalreporter.write_line(f"{nodeid}: {', '.join(names)}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    faulthandler.dump_traceback_later(EXIT_DUMP_S, exit=False, file=sys.__stderr__)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -107,7 +108,11 @@ async def test_two_gpus_hand_off_each_step_after_the_other() -> None:
 
 
 async def test_a_peer_lost_on_a_gpu_loses_the_waiting_device_naming_it() -> None:
-    async with await arig.open(arig.cuda.gpu(0)) as peer, await arig.open(arig.cuda.gpu(0)) as dev:
+    """Also: the waiting device's gate opens at the loss, so its stream drains and both devices
+    close within their stop timeout, leaving no submit thread inside a synchronizing driver call
+    (a stream left at its gate keeps the shared context busy, and every ``cuMemFree`` of it waits)."""
+    before = set(threading.enumerate())
+    async with await arig.open(arig.cuda.gpu(0), stop_timeout=10) as peer, await arig.open(arig.cuda.gpu(0), stop_timeout=10) as dev:
         side = await _side(dev, 4, False)
 
         def fails(stream: int, arg: Any, v: int) -> int:
@@ -120,3 +125,7 @@ async def test_a_peer_lost_on_a_gpu_loses_the_waiting_device_naming_it() -> None
             await asyncio.wait_for(dev.wait(v), 30)
         assert isinstance(dev.lost, arig.DeviceLost) and dev.lost.device == peer.name
         assert peer.lost is not None
+    for t in set(threading.enumerate()) - before:
+        if t.name.startswith("arig-submit"):
+            t.join(5)
+            assert not t.is_alive(), f"{t.name} still runs after its device closed: a stream still waits at its gate"

@@ -26,7 +26,7 @@ from ._graphs import _Graphs
 from ._memory import _Memory
 from ._modules import _Modules
 from ._objects import ERRORS, Call, FakeGpu, Fault, _Context, _images, _layout
-from ._streams import _Streams
+from ._streams import _Streams, _geq
 
 __all__ = ["ERRORS", "Call", "FakeCuda", "FakeGpu", "Fault"]
 
@@ -111,7 +111,7 @@ class FakeCuda(_Contexts, _Streams, _Memory, _Modules, _Graphs):
         with self._cond:
             for st in self.streams.values():
                 waits = getattr(st.items[0], "waits_for", None) if st.items and st.alive else None
-                if waits is not None and (self._find(waits[0], 8) is None or c_uint64.from_address(waits[0]).value < waits[1]):
+                if waits is not None and (self._find(waits[0], 8) is None or not _geq(c_uint64.from_address(waits[0]).value, waits[1])):
                     self.violations.append(f"stream 0x{st.handle:x} still waits for the word at 0x{waits[0]:x} to reach {waits[1]}: on a GPU it would wait for ever")
             for ctx in list(self.contexts.values()):
                 self._destroy_context(ctx)

@@ -13,6 +13,11 @@ from ._driver import _Driver
 from ._objects import _HOST_FN, _addr, _Event, _fail_if, _Stream
 
 
+def _geq(word: int, value: int) -> bool:
+    """CU_STREAM_WAIT_VALUE_GEQ on 64-bit words: ``(int64_t)(word - value) >= 0``."""
+    return (word - value) % (1 << 64) < (1 << 63)
+
+
 class _Streams(_Driver):
     def _cuStreamQuery(self, h: Any) -> int: return 600 if self._stream(h).items else 0
 
@@ -44,15 +49,17 @@ class _Streams(_Driver):
 
     def _cuStreamWaitValue64_v2(self, h: Any, addr: int, value: int, flags: int) -> None:
         """An item that blocks its stream until the 64-bit word at ``addr`` is at least ``value``
-        (CU_STREAM_WAIT_VALUE_GEQ, the one flag arig uses).  The word is host memory the host
-        writes with no call to the fake, so the stream polls it; a wait still blocked when the
-        fake shuts down is a violation (the GPU would spin on it for ever)."""
+        (CU_STREAM_WAIT_VALUE_GEQ, the one flag arig uses), compared as CUDA documents it:
+        cyclically, ``(int64_t)(*addr - value) >= 0``, so a word more than 2**63 above the value
+        reads as below it.  The word is host memory the host writes with no call to the fake, so
+        the stream polls it; a wait still blocked when the fake shuts down is a violation (the
+        GPU would spin on it for ever)."""
         s = self._stream(h, enqueue=True)
         _fail_if(flags != 0 or self._find(addr, 8, ("mapped",)) is None, 1)
 
         def wait() -> None:
             with self._cond:
-                while c_uint64.from_address(addr).value < value and s.alive and not s.ctx.faulted:
+                while not _geq(c_uint64.from_address(addr).value, value) and s.alive and not s.ctx.faulted:
                     self._cond.wait(0.002)
 
         wait.waits_for = (addr, value)  # type: ignore[attr-defined]
