@@ -16,7 +16,8 @@ at all is ``arig._engine``'s decision.
 
 Threads: ``attach``, ``detach``, ``on_wake``, ``deliver``, ``put`` and
 ``abort`` run on the event loop and call no driver function; ``call_fill``,
-``stop_thread`` and ``close`` run on the device's Python submit thread.
+``stop_thread`` and ``close`` run on the device's Python submit thread, and the core it
+stops is freed on the loop (``_free_core``).
 """
 
 from __future__ import annotations
@@ -339,7 +340,7 @@ class NativeCompletion:
         if core is not None:
             core.stop()
             if idle:
-                core.destroy()
+                self._free_core(core)
             else:
                 never_free(core)
         if not idle:
@@ -353,6 +354,19 @@ class NativeCompletion:
             # A device never stopped (collected) is closed without Device.stop's detach:
             # the loop drops the reader itself.  Harmless twice: detach is idempotent.
             self._port.post(self.detach)
+
+    def _free_core(self, core: Core) -> None:
+        """Submit thread: free the stopped core on the loop's thread, after whatever the loop runs
+        now.  The loop may be inside one of its calls that read the core's memory: a spin in the
+        window releases the GIL for up to LOOP_SPIN_MAX_NS, and a core freed meanwhile would be
+        read after its free.  Where the loop is closed, or the device never reached it, nothing
+        runs there any more: freed here.  (A loop that closes between the look and the post
+        drops the call: that core is never freed, and never read.)"""
+        port = self._port
+        if port is None or port.closed:
+            core.destroy()
+        else:
+            port.post(core.destroy)
 
 
 def _fill_error(code: int, v: int) -> BaseException:
