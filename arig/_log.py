@@ -23,7 +23,7 @@ import logging
 
 from ._errors import describe
 
-__all__ = ["logger", "lost", "stop_slow", "stop_waits", "fallback"]
+__all__ = ["logger", "lost", "stop_slow", "stop_waits", "close_failed", "fallback"]
 
 logger = logging.getLogger("arig")
 
@@ -53,6 +53,15 @@ def stop_slow(device: str, message: str) -> None:
 def stop_waits(device: str, lowest: int, last: int, timeout: float) -> None:
     """WARNING: a stop has waited a while for values ``lowest..last``.  Never raises."""
     stop_slow(device, f"stop waits for {last - lowest + 1} value(s) to be reached, the lowest {lowest} (last {last}); past the stop timeout ({timeout} s) it loses the device")
+
+
+def close_failed(device: str, exc: BaseException) -> None:
+    """ERROR: releasing a device's driver resources raised (a bug of arig: it must not; the
+    stop still ends, and what the release did not reach is kept).  Never raises."""
+    try:
+        logger.error("device %s: releasing its resources failed: %s", device, describe(exc), exc_info=(type(exc), exc, exc.__traceback__))
+    except Exception:  # noqa: BLE001 - see lost()
+        pass
 
 
 def fallback(message: str) -> None:

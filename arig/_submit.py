@@ -26,6 +26,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from . import _log
 from ._errors import ArigError, DeviceLost, DeviceStopped, OpenError, describe
 from ._port import port_of
 from ._pure import Bursts
@@ -268,8 +269,8 @@ class SubmitThread:
                 self._post(_set_exception, item.future, DeviceStopped("device stopped"))
         try:
             backend.close()
-        except BaseException:  # noqa: BLE001 - close must not leave stop() hanging
-            pass
+        except BaseException as exc:  # noqa: BLE001 - close must not leave stop() hanging
+            _log.close_failed(self._name, exc)
         ledger = getattr(backend, "ledger", None)
         if ledger is not None:
             ledger.end()  # its buffers read as closed even where no stop runs (a device collected)
