@@ -133,7 +133,9 @@ class TrioPort(LoopPort):
     def add_reader(self, fd: int, fn: Callable[[], Any]) -> None:
         if fd in self._readers:
             self.remove_reader(fd)
-        self._readers[fd] = self._start(_read, f"arig-reader-{fd}", fd, fn)
+        box: list[trio.CancelScope] = []
+        self._readers[fd] = scope = self._start(_read, f"arig-reader-{fd}", fd, fn, box)
+        box.append(scope)  # before the reader first runs: it looks at its scope after each wait
         self._posts.lead_ok = False  # a device's completions come through its reader now (see arig._trio_future)
 
     def remove_reader(self, fd: int) -> None:
@@ -252,11 +254,16 @@ def _nothing(*_: Any) -> None:
     pass
 
 
-async def _read(fd: int, fn: Callable[[], Any]) -> None:
-    """A reader: ``fn()`` each time ``fd`` is readable, until its scope is cancelled (``remove_reader``)."""
+async def _read(fd: int, fn: Callable[[], Any], box: list[trio.CancelScope]) -> None:
+    """A reader: ``fn()`` each time ``fd`` is readable, until its scope (``box[0]``) is cancelled
+    (``remove_reader``).  Never after: a wait that returned in the same pass of the run as the
+    removal resumes the task before the cancel reaches it, and ``fn`` may read what its owner
+    freed right after the removal (as asyncio's ``remove_reader`` promises, no call comes later)."""
     try:
         while True:
             await trio.lowlevel.wait_readable(fd)
+            if box[0].cancel_called:
+                return
             guarded(fn, ())
     except (trio.ClosedResourceError, OSError):
         pass  # the fd was removed (notify_closing) or closed under the reader: nothing more to read
