@@ -83,16 +83,34 @@ async def _method(method: str, cfg: Config, torch: Any) -> dict[str, Any]:
         make = _maker(method, dev, torch)
         op = make(0)
         await latency_block(op, 50)  # warm-up: torch's kernels loaded, arig's estimates learned
+        c0 = _counters(dev)
         one = await latency_block(op, cfg.pick(600, 60))
+        c1 = _counters(dev)
         many = await asyncio.wait_for(concurrency_level(make, TASKS, cfg.pick(0.5, 0.2), cfg.pick(2.0, 0.5)), 120)
     finally:
         await dev.stop()
     torch.cuda.synchronize()
-    return {
+    out: dict[str, Any] = {
         "latency_us": summarize(one["lat"], 1e6),
         "cpu_us_per_wait": one["cpu_per_op"] * 1e6,
         f"tasks_{TASKS}": many,
     }
+    if method.startswith("arig") and c0 is not None and c1 is not None:
+        n = len(one["lat"])
+        out["per_wait_one_task"] = {k: (c1[k] - c0[k]) / n for k in COUNTED if k in c0 and k in c1}
+    return out
+
+
+#: The native core's counters reported per wait of the one-task block (how each completion was
+#: seen: by the core's spin, after a host function, after an eventfd write to a sleeping loop).
+COUNTED = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "prewakes", "queries")
+
+
+def _counters(dev: Any) -> dict[str, int] | None:
+    """The native core's counters (None on the pure engine): no public accessor exists, so this
+    reads the backend's completion object, as ``bench.sweep`` does."""
+    stats = getattr(getattr(getattr(dev, "_backend", None), "completion", None), "stats", None)
+    return dict(stats()) if callable(stats) else None
 
 
 def run(cfg: Config) -> dict[str, Any]:

@@ -212,9 +212,15 @@ def _trio_section(b: dict[str, Any]) -> list[str]:
     t = b.get("trio")
     if not (isinstance(t, dict) and t.get("rows")):
         return []
-    return _md("7c. The same devices under trio beside asyncio (anyio.run, each library's own run)",
-               ["device/library", "empty p50 µs", "p99", "CPU/wait µs", "64 tasks /s", "CPU/completion µs", "1 ms late p50 µs", "10 ms late p50 µs"],
-               [_trio_row(name, r) for name, r in t["rows"].items()])
+    lines = _md("7c. The same devices under trio beside asyncio (anyio.run, each library's own run)",
+                ["device/library", "empty p50 µs", "p99", "CPU/wait µs", "64 tasks /s", "CPU/completion µs", "1 ms late p50 µs", "10 ms late p50 µs"],
+                [_trio_row(name, r) for name, r in t["rows"].items()])
+    for name, r in t["rows"].items():
+        per = dig(r, "tasks_64", "per_completion") if isinstance(r, dict) else None
+        if isinstance(per, dict) and per:
+            lines.append(f"{name}, 64 tasks, the native core's counters per completion: " + ", ".join(f"{k} {v:.3f}" for k, v in per.items()))
+            lines.append("")
+    return lines
 
 
 def _trio_row(name: str, r: dict[str, Any]) -> list[Any]:
@@ -229,9 +235,15 @@ def _interop_section(b: dict[str, Any]) -> list[str]:
     io = b.get("interop")
     if not (isinstance(io, dict) and io.get("methods")):
         return []
-    return _md(f"9. Awaiting a PyTorch stream ({io.get('work', '')})",
-               ["method", "1 task p50 µs", "p99", "CPU µs/wait", "64 tasks /s", "p99 µs", "CPU µs/completion", "/s ×arig_adopt"],
-               [_interop_row(name, r) for name, r in io["methods"].items()])
+    lines = _md(f"9. Awaiting a PyTorch stream ({io.get('work', '')})",
+                ["method", "1 task p50 µs", "p99", "CPU µs/wait", "64 tasks /s", "p99 µs", "CPU µs/completion", "/s ×arig_adopt"],
+                [_interop_row(name, r) for name, r in io["methods"].items()])
+    for name, r in io["methods"].items():
+        per = r.get("per_wait_one_task") if isinstance(r, dict) else None
+        if per:
+            lines.append(f"{name}, the native core's counters per wait (one task): " + ", ".join(f"{k} {v:.2f}" for k, v in per.items()))
+            lines.append("")
+    return lines
 
 
 def _interop_row(name: str, r: dict[str, Any]) -> list[Any]:
