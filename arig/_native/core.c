@@ -101,8 +101,11 @@ static int lane_signal(core_t *c, lane_t *l, uint64_t v, double est) {
     } else {
         rc = c->ops->signal(c, l, v);
     }
-    if (!rc && stamped)
-        l->stamped = v;
+    if (!rc) {
+        l->signalled = v;
+        if (stamped)
+            l->stamped = v;
+    }
     return rc;
 }
 
@@ -113,7 +116,7 @@ static void signal_lanes(core_t *c) {
         lane_t *l = &c->lanes[i];
         if (l->pend <= l->out)
             continue;
-        int rc = lane_signal(c, l, l->pend, est_peek(c, l->pend_key));
+        int rc = l->signalled == l->pend ? 0 : lane_signal(c, l, l->pend, est_peek(c, l->pend_key));
         if (rc) {
             set_fault(c, rc, (uint32_t)i, l->pend);
             return;
@@ -320,8 +323,8 @@ static void learn_wake(core_t *c, uint64_t now) {
 
 /* -- the native thread ----------------------------------------------------------------- */
 
-/* Run one item of a burst; more: items follow it in this burst. */
-static void run_one(core_t *c, item_t *it, int more) {
+/* Run one item of a burst. */
+static void run_one(core_t *c, item_t *it) {
     if (it->kind == K_PY) {
         run_python(c, it);
         return;
@@ -330,10 +333,10 @@ static void run_one(core_t *c, item_t *it, int more) {
     int rc = c->ops->run_item(c, l, it);
     uint64_t key = item_key(c, it);
     double e = it->kind == K_MARK ? 1 : est_peek(c, key);
-    if (!rc && more && (e == 0 || e > LONG_WORK_NS))
-        /* work known to be long, or of unknown length, with more behind it: its own
-         * completion is progress too (the hang watchdog sees it, and a burst of long
-         * work never looks hung); short work is told at the burst's end, one write for all */
+    if (!rc && (e == 0 || e > LONG_WORK_NS))
+        /* work known to be long, or of unknown length: its own completion is progress too (the
+         * hang watchdog sees it, and a burst of long work never looks hung); short work is told
+         * at the burst's end, one write for all */
         rc = lane_signal(c, l, it->v, e);
     if (rc) {
         set_fault(c, rc, it->lane, it->v);
@@ -343,13 +346,35 @@ static void run_one(core_t *c, item_t *it, int more) {
     }
 }
 
+/* While pushes stream in (the last burst ended less than STREAMING_NS ago), a burst is held open
+ * for up to GATHER_NS after its last item for the next push: many tasks submitting one item each
+ * then share one signal and one completion write, where taking each push alone as it lands would
+ * signal (and wake the loop for) every item apart.  A lone submit, after a pause, never waits. */
+#define GATHER_NS 3000
+#define STREAMING_NS 20000
+
 /* Take up to BURST items from tail t (head h), run them, and signal every lane's last value. */
 static void run_burst(core_t *c, uint64_t t, uint64_t h) {
-    for (int n = 0; t != h && n < BURST; t++, n++) {
-        if (!atomic_load_explicit(&c->fault, memory_order_relaxed))
-            run_one(c, &c->ring[t & (c->cap - 1)], t + 1 != h);
-        stat_add(c, S_ITEMS);
-        atomic_store_explicit(&c->tail, t + 1, memory_order_release);
+    int n = 0;
+    int streaming = c->last_burst_end && now_ns() - c->last_burst_end < STREAMING_NS;
+    for (;;) {
+        /* long or unknown work is signalled as it is run (a gather may add items behind it);
+         * signal_lanes does not signal it twice */
+        for (; t != h && n < BURST; t++, n++) {
+            if (!atomic_load_explicit(&c->fault, memory_order_relaxed))
+                run_one(c, &c->ring[t & (c->cap - 1)]);
+            stat_add(c, S_ITEMS);
+            atomic_store_explicit(&c->tail, t + 1, memory_order_release);
+        }
+        if (!streaming || n >= BURST || atomic_load(&c->fault))
+            break;
+        uint64_t end = now_ns() + GATHER_NS;
+        while (atomic_load_explicit(&c->head, memory_order_acquire) == h && now_ns() < end && !atomic_load(&c->stop))
+            cpu_relax();
+        uint64_t h2 = atomic_load_explicit(&c->head, memory_order_acquire);
+        if (h2 == h)
+            break;
+        h = h2;
     }
     atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(&c->space_wanted) && atomic_exchange(&c->space_wanted, 0)) {
@@ -362,8 +387,9 @@ static void run_burst(core_t *c, uint64_t t, uint64_t h) {
     if (!atomic_load(&c->fault))
         signal_lanes(c);
     look_now(c);
+    c->last_burst_end = now_ns();
     if (!busy(c))
-        c->last_progress = now_ns();
+        c->last_progress = c->last_burst_end;
     publish_due(c);
 }
 

@@ -51,6 +51,7 @@ typedef struct lane {
     uint64_t insured;       /* the value a backstop was asked for before a sleep (early_backstop kinds) */
     uint64_t key, pend_key; /* what the in-flight burst (and the next) ends with: the estimate's key */
     uint64_t stamped;       /* the last value signalled with the GPU's time of it */
+    uint64_t signalled;     /* the last value signalled at all (a burst's end skips it once more) */
     uint64_t learned;       /* the last burst end whose length was learned from the GPU's time */
     /* Where the kind writes {value, GPU time} beside the word for a stamped signal (0: nowhere);
      * value 0 while the pair is being written. */
@@ -155,6 +156,7 @@ struct core {
      * wakes several times slower than one idle for a hundred microseconds. */
     double wake_est[WAKE_BUCKETS], wake_dev[WAKE_BUCKETS]; /* mean and mean deviation */
     int wake_bucket; /* the bucket of the pre-wake in t_prewake */
+    uint64_t last_burst_end;  /* the native thread's: when the last burst signalled its lanes */
     uint64_t last_progress;   /* the native thread's: when a lane last progressed (or all went idle) */
     double over;              /* the native thread's: how late its timed sleeps end */
     pthread_t th;
