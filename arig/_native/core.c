@@ -171,6 +171,9 @@ static int look_fresh(core_t *c, uint64_t now, int fresh) {
                  * past it): that time is a little after the work's end, whichever way the prediction
                  * was wrong. */
                 est_told(c, l, (double)(t - l->t_sig));
+            else if (burst_done && !told && l->learned < l->out)
+                /* no better time of the end than this look's (read after the word): at most this long */
+                est_most(c, l, (double)(now_ns() - l->t_sig));
             l->seen = d;
             progressed = 1;
         }

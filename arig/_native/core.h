@@ -228,6 +228,9 @@ ARIG_INTERNAL void est_hit(core_t *c, lane_t *l, double d, int exact);
 #define HOSTFN_LEAD_NS 15000.0
 /* Lane l's burst was told done by its backstop's host function d ns after its signal. */
 ARIG_INTERNAL void est_told(core_t *c, lane_t *l, double d);
+/* Lane l's burst was found done `most` ns after its signal, with neither the GPU's time of it nor a
+ * host function's: it took at most that long. */
+ARIG_INTERNAL void est_most(core_t *c, lane_t *l, double most);
 /* Lane l's burst was found done (done) or not yet (!done) bound ns after its signal. */
 ARIG_INTERNAL void est_bound(core_t *c, lane_t *l, double bound, int done);
 /* When lane l's word was written, on CLOCK_MONOTONIC (the GPU's time where it has one, else now);

@@ -97,6 +97,19 @@ void est_bound(core_t *c, lane_t *l, double bound, int done) {
     l->est = e->est;
 }
 
+/* Found done at t_sig + most by a look that knows no better time of the end (no GPU time, no host
+ * function's): the work took at most that long.  A prediction longer than that is wrong, and is cut
+ * to it at once.  Without this, a lane whose completions reach the loop by its backstop while this
+ * thread sleeps toward a prediction far too long (the work got shorter: one kernel and grid, other
+ * arguments) is woken by the next push each time, finds the work done, and never learns: the
+ * prediction stays long for ever.  Until a spin has seen the work end, the bound also narrows the
+ * bisection.  A prediction within the bound is kept: the look may come long after the end. */
+void est_most(core_t *c, lane_t *l, double most) {
+    est_t *e = est_of(c, l->key);
+    if (e->est > most || (!e->hits && e->lo > 0 && (e->hi == 0 || most < e->hi)))
+        est_bound(c, l, most, 1);
+}
+
 /* When the lane's word was written, on CLOCK_MONOTONIC: the GPU's time of it where the hardware
  * writes one (and the clocks' offset is known), else now.  The offset is learned only from fresh
  * looks (fresh: a spin saw the word change while it watched, within a fraction of a microsecond of

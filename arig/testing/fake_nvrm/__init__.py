@@ -111,6 +111,8 @@ class FakeNvrm(Rm, Memory, Gpu):
     ``launches``: (kernel, grid, block) of every launch run; ``interrupts``: event fd writes;
     ``interrupts_unheard``: interrupts that woke no one because the event fd had been made
     non-blocking (the driver's poll registers a waiter only on a blocking file).
+    ``stamps``: whether a release writes the GPU's time beside its payload (set it False for a GPU
+    whose releases carry none: the time then reads 0, unknown).
     """
 
     # -- for tests ---------------------------------------------------------------------

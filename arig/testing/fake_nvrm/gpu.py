@@ -34,6 +34,8 @@ __all__ = ["Gpu"]
 class Gpu(_State):
     """The GPU interpreter: scheduling, the GPFIFO and method decoding, launches, copies, semaphores, interrupts."""
 
+    stamps = True  # a release writes the GPU's time beside its payload (FakeNvrm's docstring)
+
     def _schedule(self, tsg: _Obj) -> None:
         chans = [self.objects[c].channel for c in tsg.children if self.objects[c].channel is not None]
         if not chans:
@@ -174,7 +176,7 @@ class Gpu(_State):
     def _release_sem(self, addr: int, payload: int, *, wide: bool, stamp: bool) -> None:
         addr = self._check(addr, 16 if stamp else 8 if wide else 4, "semaphore release")
         if stamp:
-            ctypes.c_uint64.from_address(addr + 8).value = time.monotonic_ns()
+            ctypes.c_uint64.from_address(addr + 8).value = time.monotonic_ns() if self.stamps else 0
         if wide:
             ctypes.c_uint64.from_address(addr).value = payload
         else:
