@@ -1,7 +1,8 @@
 """The CUDA and NV devices on a real GPU under trio (``trio.run``): open, a launch, wait, an
 upload/download round trip, 64 tasks' gapless values, cancelled waits, a loss reaching every
-waiter, stop with waiters pending, graphs and usage.  The same scenarios as ``test_cuda_gpu.py``
-and ``test_nv_gpu.py``, run by trio's own scheduler: completions come through the trio port's
+waiter, stop with waiters pending, graphs and usage; torch streams adopted by 64 tasks and a
+torch event awaited (``arig.cuda.wait_event``).  The same scenarios as ``test_cuda_gpu.py``
+and ``test_nv_gpu.py`` (and ``test_interop_gpu.py``), run by trio's own scheduler: completions come through the trio port's
 reader of the device's fd, with no extra thread and no polling.
 
 Run: python3 -m pytest -q tests/gpu/test_trio_gpu.py
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +244,76 @@ def test_the_loop_thread_never_runs_a_fill_under_trio() -> None:
 
     trio.run(main)
     assert threads and threading.get_ident() not in threads
+
+
+# -- the streams and events users already have ---------------------------------------------------
+
+
+def _torch() -> Any:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA GPU")
+    return torch
+
+
+def test_64_trio_tasks_each_await_their_own_torch_stream_some_cancelled() -> None:
+    """``adopt`` + ``submit(None, queue=q)`` from 64 trio tasks, each on its own torch stream; every
+    fourth wait is cut short by ``move_on_after`` and waited for again: values stay gapless and each
+    awaited result is finished."""
+    torch = _torch()
+
+    async def main() -> None:
+        with trio.fail_after(120):
+            async with await arig.open(arig.cuda.gpu(0)) as dev:
+
+                async def task(k: int) -> None:
+                    s = torch.cuda.Stream()
+                    q = dev.adopt(s)
+                    x = torch.full((1024,), float(k), device="cuda")
+                    for i in range(20):
+                        with torch.cuda.stream(s):
+                            x.add_(1.0)
+                            y = (x * 2.0).sum()
+                        v = await dev.submit(None, queue=q)
+                        if i % 4 == 3:
+                            with trio.move_on_after(0):  # cancelled at once: the work goes on
+                                await dev.wait(v)
+                        await dev.wait(v)
+                        assert y.item() == 2.0 * 1024 * (k + i + 1)  # a finished result: the await covered the sum
+
+                async with trio.open_nursery() as n:
+                    for k in range(64):
+                        n.start_soon(task, k)
+                assert dev.reached == dev.submitted == 64 * 20
+
+    trio.run(main)
+
+
+def test_wait_event_of_a_torch_event_under_trio_and_its_device_stops_with_the_run() -> None:
+    torch = _torch()
+
+    async def main() -> None:
+        with trio.fail_after(T):
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                t = torch.ones(1 << 20, device="cuda")
+                for _ in range(50):
+                    t = t * 1.0001
+            ev = torch.cuda.Event()
+            ev.record(s)
+            await arig.cuda.wait_event(ev)  # opens a device for this run (none is open)
+            assert ev.query()
+            ev.record(s)
+            await arig.cuda.wait_event(ev)  # the same device again
+
+    def arig_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("arig-")}
+
+    before = arig_threads()
+    trio.run(main)
+    left = arig_threads() - before
+    deadline = time.monotonic() + 2.0  # a stopped device's threads end a moment after its stop
+    while left and time.monotonic() < deadline:
+        time.sleep(0.02)
+        left = {t for t in left if t.is_alive()}
+    assert not left, f"the device wait_event opened was not stopped at the run's end: {sorted(t.name for t in left)}"
