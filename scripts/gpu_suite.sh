@@ -116,6 +116,8 @@ run probe 60 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py --us 0,50,20
 step "the NV device on the native core: its counters, CPU per thread, GPU-to-resume times; the GPU timer's rate (scripts/probe_latency.py --device nv, scripts/probe_nv_timer.py)"
 run probe_nv 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py --device nv --us 0,50,200,1000,10000 --n 100
 run probe_nv_timer 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_nv_timer.py
+step "the same slice of Python on the loop thread after it slept 0.05-50 ms, against warm (scripts/probe_cold_wake.py)"
+run probe_cold 30 $(( BENCH_MIN + 10 )) python3 scripts/probe_cold_wake.py
 
 if [ "$BENCH" = 1 ]; then
   step "benchmarks"
