@@ -1,5 +1,5 @@
 """Helpers of the GPU tests: the graph and capture tests (``test_graphs_gpu.py``), and the round trips
-that the asyncio and trio tests share (``saxpy_checked``, ``axpy_checked``)."""
+that the asyncio and trio tests share (``saxpy_checked``, ``axpy_checked``, ``torch_rounds_checked``, ``torch_event_after_work``)."""
 
 from __future__ import annotations
 
@@ -159,6 +159,36 @@ async def axpy_checked(dev: arig.Device, cubin: bytes, kind: str) -> None:
     assert np.array_equal(by.numpy(np.float32)[:n], out)  # the host view is the same memory
     bx.close()
     by.close()
+
+
+async def torch_rounds_checked(dev: arig.Device, torch: Any, k: int, rounds: int = 20, between: Any = None) -> None:
+    """Task ``k`` of many: ``rounds`` rounds of torch work on a torch stream of its own, adopted by
+    ``dev``, each awaited through ``submit(None, queue=q)`` and its result checked (a finished sum:
+    the await covered it).  ``between(v, i)``, awaited before each wait, may cut a wait short."""
+    s = torch.cuda.Stream()
+    q = dev.adopt(s)
+    x = torch.full((1024,), float(k), device="cuda")
+    for i in range(rounds):
+        with torch.cuda.stream(s):
+            x.add_(1.0)
+            y = (x * 2.0).sum()
+        v = await dev.submit(None, queue=q)
+        if between is not None:
+            await between(v, i)
+        await dev.wait(v)
+        assert y.item() == 2.0 * 1024 * (k + i + 1)
+
+
+def torch_event_after_work(torch: Any) -> tuple[Any, Any]:
+    """A torch stream with some milliseconds of work on it, and an event recorded after that work."""
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        t = torch.ones(1 << 20, device="cuda")
+        for _ in range(50):
+            t = t * 1.0001
+    ev = torch.cuda.Event()
+    ev.record(s)
+    return s, ev
 
 
 def chain(values: Sequence[int], start: int = 0) -> int:

@@ -18,6 +18,8 @@ import pytest
 import arig
 import arig.cuda
 
+from _util import torch_event_after_work, torch_rounds_checked
+
 pytestmark = pytest.mark.arig_gpu
 
 
@@ -51,20 +53,7 @@ async def test_torch_matmul_on_an_adopted_stream() -> None:
 async def test_64_tasks_each_await_their_own_torch_stream() -> None:
     torch = _torch()
     async with await arig.open(arig.cuda.gpu(0)) as dev:
-
-        async def task(k: int) -> None:
-            s = torch.cuda.Stream()
-            q = dev.adopt(s)
-            x = torch.full((1024,), float(k), device="cuda")
-            for i in range(20):
-                with torch.cuda.stream(s):
-                    x.add_(1.0)
-                    y = (x * 2.0).sum()
-                v = await dev.submit(None, queue=q)
-                await dev.wait(v)
-                assert y.item() == 2.0 * 1024 * (k + i + 1)  # a finished result: the await covered the sum
-
-        await asyncio.wait_for(asyncio.gather(*(task(k) for k in range(64))), 120)
+        await asyncio.wait_for(asyncio.gather(*(torch_rounds_checked(dev, torch, k) for k in range(64))), 120)
         assert dev.reached == dev.submitted == 64 * 20
 
 
@@ -89,13 +78,7 @@ async def test_a_python_fill_on_an_adopted_stream_runs_torch_work() -> None:
 @pytest.mark.asyncio
 async def test_wait_event_of_torch_and_cupy() -> None:
     torch = _torch()
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        t = torch.ones(1 << 20, device="cuda")
-        for _ in range(50):
-            t = t * 1.0001
-    ev = torch.cuda.Event()
-    ev.record(s)
+    _, ev = torch_event_after_work(torch)
     await arig.cuda.wait_event(ev)  # opens a device for this loop (none is open)
     assert ev.query()
     cupy = pytest.importorskip("cupy")

@@ -30,7 +30,7 @@ import arig.nvrm as nvrm  # noqa: E402
 from arig.cuda import Launch, pack, shipped_image  # noqa: E402
 from arig.testing import faults  # noqa: E402
 
-from _util import axpy_checked, gapless_stores, saxpy_checked  # noqa: E402
+from _util import axpy_checked, gapless_stores, saxpy_checked, torch_event_after_work, torch_rounds_checked  # noqa: E402
 
 pytestmark = pytest.mark.arig_gpu
 
@@ -266,24 +266,14 @@ def test_64_trio_tasks_each_await_their_own_torch_stream_some_cancelled() -> Non
         with trio.fail_after(120):
             async with await arig.open(arig.cuda.gpu(0)) as dev:
 
-                async def task(k: int) -> None:
-                    s = torch.cuda.Stream()
-                    q = dev.adopt(s)
-                    x = torch.full((1024,), float(k), device="cuda")
-                    for i in range(20):
-                        with torch.cuda.stream(s):
-                            x.add_(1.0)
-                            y = (x * 2.0).sum()
-                        v = await dev.submit(None, queue=q)
-                        if i % 4 == 3:
-                            with trio.move_on_after(0):  # cancelled at once: the work goes on
-                                await dev.wait(v)
-                        await dev.wait(v)
-                        assert y.item() == 2.0 * 1024 * (k + i + 1)  # a finished result: the await covered the sum
+                async def cut_some(v: int, i: int) -> None:
+                    if i % 4 == 3:
+                        with trio.move_on_after(0):  # cancelled at once: the work goes on
+                            await dev.wait(v)
 
                 async with trio.open_nursery() as n:
                     for k in range(64):
-                        n.start_soon(task, k)
+                        n.start_soon(torch_rounds_checked, dev, torch, k, 20, cut_some)
                 assert dev.reached == dev.submitted == 64 * 20
 
     trio.run(main)
@@ -294,13 +284,7 @@ def test_wait_event_of_a_torch_event_under_trio_and_its_device_stops_with_the_ru
 
     async def main() -> None:
         with trio.fail_after(T):
-            s = torch.cuda.Stream()
-            with torch.cuda.stream(s):
-                t = torch.ones(1 << 20, device="cuda")
-                for _ in range(50):
-                    t = t * 1.0001
-            ev = torch.cuda.Event()
-            ev.record(s)
+            s, ev = torch_event_after_work(torch)
             await arig.cuda.wait_event(ev)  # opens a device for this run (none is open)
             assert ev.query()
             ev.record(s)
