@@ -1,5 +1,5 @@
 """Helpers of the GPU tests: the graph and capture tests (``test_graphs_gpu.py``), and the round trips
-that the asyncio and trio tests share (``saxpy_checked``, ``axpy_checked``, ``torch_rounds_checked``, ``torch_event_after_work``)."""
+that the asyncio and trio tests share (``saxpy_checked``, ``axpy_checked``, ``cuda_torch``, ``torch_rounds_checked``, ``torch_event_after_work``)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 import arig
 import arig.cuda
@@ -159,6 +160,14 @@ async def axpy_checked(dev: arig.Device, cubin: bytes, kind: str) -> None:
     assert np.array_equal(by.numpy(np.float32)[:n], out)  # the host view is the same memory
     bx.close()
     by.close()
+
+
+def cuda_torch() -> Any:
+    """torch, where it is installed and sees a CUDA GPU; else the test is skipped."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch sees no CUDA GPU")
+    return torch
 
 
 async def torch_rounds_checked(dev: arig.Device, torch: Any, k: int, rounds: int = 20, between: Any = None) -> None:

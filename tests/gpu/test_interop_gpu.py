@@ -18,21 +18,15 @@ import pytest
 import arig
 import arig.cuda
 
-from _util import torch_event_after_work, torch_rounds_checked
+from _util import cuda_torch, torch_event_after_work, torch_rounds_checked
 
 pytestmark = pytest.mark.arig_gpu
 
 
-def _torch() -> Any:
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA GPU")
-    return torch
-
 
 @pytest.mark.asyncio
 async def test_torch_matmul_on_an_adopted_stream() -> None:
-    torch = _torch()
+    torch = cuda_torch()
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((256, 512), np.float32), rng.standard_normal((512, 128), np.float32)
     async with await arig.open(arig.cuda.gpu(0)) as dev:
@@ -51,7 +45,7 @@ async def test_torch_matmul_on_an_adopted_stream() -> None:
 
 @pytest.mark.asyncio
 async def test_64_tasks_each_await_their_own_torch_stream() -> None:
-    torch = _torch()
+    torch = cuda_torch()
     async with await arig.open(arig.cuda.gpu(0)) as dev:
         await asyncio.wait_for(asyncio.gather(*(torch_rounds_checked(dev, torch, k) for k in range(64))), 120)
         assert dev.reached == dev.submitted == 64 * 20
@@ -59,7 +53,7 @@ async def test_64_tasks_each_await_their_own_torch_stream() -> None:
 
 @pytest.mark.asyncio
 async def test_a_python_fill_on_an_adopted_stream_runs_torch_work() -> None:
-    torch = _torch()
+    torch = cuda_torch()
     async with await arig.open(arig.cuda.gpu(0)) as dev:
         s = torch.cuda.Stream()
         q = dev.adopt(s)
@@ -77,7 +71,7 @@ async def test_a_python_fill_on_an_adopted_stream_runs_torch_work() -> None:
 
 @pytest.mark.asyncio
 async def test_wait_event_of_torch_and_cupy() -> None:
-    torch = _torch()
+    torch = cuda_torch()
     _, ev = torch_event_after_work(torch)
     await arig.cuda.wait_event(ev)  # opens a device for this loop (none is open)
     assert ev.query()
@@ -140,7 +134,7 @@ def test_the_device_wait_event_opened_stops_with_its_loop() -> None:
 
 @pytest.mark.asyncio
 async def test_dlpack_round_trips_with_torch_and_cupy() -> None:
-    torch = _torch()
+    torch = cuda_torch()
     cupy = pytest.importorskip("cupy")
     data = np.random.default_rng(2).standard_normal(4096).astype(np.float32)
     async with await arig.open(arig.cuda.gpu(0)) as dev:
@@ -160,7 +154,7 @@ async def test_dlpack_round_trips_with_torch_and_cupy() -> None:
 
 @pytest.mark.asyncio
 async def test_wrap_torch_and_cupy_arrays() -> None:
-    torch = _torch()
+    torch = cuda_torch()
     cupy = pytest.importorskip("cupy")
     data = np.arange(1 << 16, dtype=np.float32)
     async with await arig.open(arig.cuda.gpu(0)) as dev:

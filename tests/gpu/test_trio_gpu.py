@@ -30,7 +30,7 @@ import arig.nvrm as nvrm  # noqa: E402
 from arig.cuda import Launch, pack, shipped_image  # noqa: E402
 from arig.testing import faults  # noqa: E402
 
-from _util import axpy_checked, gapless_stores, saxpy_checked, torch_event_after_work, torch_rounds_checked  # noqa: E402
+from _util import axpy_checked, gapless_stores, saxpy_checked, cuda_torch, torch_event_after_work, torch_rounds_checked  # noqa: E402
 
 pytestmark = pytest.mark.arig_gpu
 
@@ -249,18 +249,12 @@ def test_the_loop_thread_never_runs_a_fill_under_trio() -> None:
 # -- the streams and events users already have ---------------------------------------------------
 
 
-def _torch() -> Any:
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch sees no CUDA GPU")
-    return torch
-
 
 def test_64_trio_tasks_each_await_their_own_torch_stream_some_cancelled() -> None:
     """``adopt`` + ``submit(None, queue=q)`` from 64 trio tasks, each on its own torch stream; every
     fourth wait is cut short by ``move_on_after`` and waited for again: values stay gapless and each
     awaited result is finished."""
-    torch = _torch()
+    torch = cuda_torch()
 
     async def main() -> None:
         with trio.fail_after(120):
@@ -280,7 +274,7 @@ def test_64_trio_tasks_each_await_their_own_torch_stream_some_cancelled() -> Non
 
 
 def test_wait_event_of_a_torch_event_under_trio_and_its_device_stops_with_the_run() -> None:
-    torch = _torch()
+    torch = cuda_torch()
 
     async def main() -> None:
         with trio.fail_after(T):
