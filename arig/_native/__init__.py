@@ -36,7 +36,7 @@ __all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "NvTemplate
 ABI = 4
 CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 #: Counters of ``Core.stats()``, in order.
-STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries", "prewakes_again")
+STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries", "prewakes_again", "py_gates")
 #: Gauges after the counters in ``Core.stats()`` (not counts: a probe prints them as they are).
 GAUGES = ("wake_short_ns", "wake_mid_ns", "wake_long_ns", "sleep_over_ns")
 #: How long the submit thread spins, holding the GIL, for the native thread to reach a Python
@@ -196,6 +196,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_start": (c_int, (P,)),
         "arig_core_tune": (None, (P, c_int, c_int64)),
         "arig_core_loop_window": (None, (P, c_int64, P)),
+        "arig_core_py_short": (None, (P, c_int64)),
         "arig_core_loop_lead": (None, (P, c_int64)),
         "arig_core_push": (c_int, (P, c_uint32, c_uint64, c_uint64, c_uint64, c_uint64)),
         "arig_core_addr": (P, (P, c_int, c_int)),
@@ -356,6 +357,11 @@ class Core:
         """Before ``start``: how long work is watched: with the lane kind's early backstop or
         without, and the first stage of a long sleep in naps of at most ``poll_ns`` (0: one sleep)."""
         self._fast.arig_core_tune(self.ptr, int(early_backstop), poll_ns)
+
+    def py_short(self, ns: int) -> None:
+        """Any time: Python fills predicted at most ``ns`` long share gates (default: short work,
+        50 µs); ``ns < 0``: every Python fill, whatever its prediction (tests)."""
+        self._fast.arig_core_py_short(self.ptr, ns)
 
     def loop_window(self, ahead_ns: int) -> None:
         """Before ``start``: the loop's spin window opens ``ahead_ns`` before a predicted end; the

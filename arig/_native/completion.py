@@ -156,7 +156,7 @@ class NativeCompletion:
         kind = item[0]
         if kind == PY:
             self._owner.submit_thread.put_fill(qi, item[1], item[2], v)
-            rc = self._push(self._ptr, kind | qi << 8, v, 0, 0, 0)
+            rc = self._push(self._ptr, kind | qi << 8, v, item[3], 0, 0)  # a: 1 for a gated fill
         else:
             rc = self._push(self._ptr, kind | qi << 8, v, item[1], item[2], item[3])
         if rc:  # the ring is full: full() bounds submissions below its size

@@ -43,7 +43,6 @@
 #define FAULT_CHECK_NS 20000000ull /* 20 ms without progress: ask the driver */
 #define PY_POLL_NS 50000ull        /* while a Python fill runs, look at the words this often */
 #define PY_SPIN_NS 20000ull        /* ... after spinning this long for it to end */
-#define LONG_WORK_NS 50000.0       /* predicted longer than this: sleep before spinning */
 #define MIN_SLEEP_NS 15000ull
 #define PREWAKE_MARGIN_NS 20000ull /* pre-wake the loop this much earlier than it takes to wake */
 #define WAKE_EST_MAX_NS 500000.0
@@ -238,36 +237,107 @@ static void publish_due(core_t *c) {
     atomic_store_explicit(&c->due, due, memory_order_relaxed);
 }
 
-/* Run a Python fill: open the gate for the Python submit thread and wait for it. */
-static void run_python(core_t *c, item_t *it) {
+/* The Python fills ended so far of the run at ring index t (k items, *took of them handed to their
+ * lanes already): each lane's pending value moves past them, for the next signal. */
+static void took_pythons(core_t *c, uint64_t t, int k, int *took) {
+    uint64_t done = atomic_load(&c->py_done);
+    for (; *took < k; (*took)++) {
+        item_t *it = &c->ring[(t + (uint64_t)*took) & (c->cap - 1)];
+        if (it->v > done)
+            break;
+        c->lanes[it->lane].pend = it->v;
+        c->lanes[it->lane].pend_key = (uint64_t)K_PY << 56;
+    }
+}
+
+/* How many items from ring index t on (head h, at most most) run behind one gate, after k of them
+ * already counted (of the last value *last): the first always; then the Python fills next in the
+ * ring, in value order, while Python fills are known to be short work (their values are then told
+ * at the run's end, one signal for all, as a burst's short work is) and none waits on the GPU for
+ * something of its own (a = 1: a gated fill, whose lane must be signalled up to the value before
+ * it first, or the work that opens its gate may wait on that value). */
+static int more_pythons(core_t *c, uint64_t t, uint64_t h, int k, int most, uint64_t *last) {
+    int64_t most_ns = atomic_load_explicit(&c->py_short_ns, memory_order_relaxed);
+    int batch = !c->ring[t & (c->cap - 1)].a && (most_ns < 0 || est_short(c, (uint64_t)K_PY << 56, (double)most_ns));
+    for (; k < most && t + (uint64_t)k != h; k++) {
+        item_t *it = &c->ring[(t + (uint64_t)k) & (c->cap - 1)];
+        if (k > 0 && (!batch || it->kind != K_PY || it->v <= *last || it->a))
+            break;
+        *last = it->v;
+    }
+    return k;
+}
+
+/* Run the Python fills from ring index t on (head h; at most most of them): open the gate for the
+ * Python submit thread and wait for it.  The gate opens for every Python fill next in the ring at
+ * once (py_at: the last value that may run), and wider as more land while they run: the submit
+ * thread then runs fill after fill on one hold of the GIL, where one gate per fill made it wait
+ * for this thread between any two (and, with the loop busy, for the GIL again).  A run that takes
+ * long has the fills ended so far signalled before this thread sleeps.  Returns how many items it
+ * took (at least one: the item at t is a Python fill). */
+static int run_pythons(core_t *c, uint64_t t, uint64_t h, int most) {
     signal_lanes(c); /* earlier work of every lane is signalled before Python may take long */
-    atomic_store(&c->py_at, it->v);
+    uint64_t last = 0;
+    int k = more_pythons(c, t, h, 0, most, &last), took = 0;
+    stat_add(c, S_PY_GATES);
+    atomic_store(&c->py_at, last);
     atomic_fetch_add(&c->pyw, 1);
     futex(&c->pyw, FUTEX_WAKE_PRIVATE, 1 << 30, 0);
     /* A fill usually takes a few microseconds: spin that long before sleeping (a futex wake of
      * this thread from py_end costs more than the fill). */
-    for (uint64_t end = now_ns() + PY_SPIN_NS; atomic_load(&c->py_done) != it->v && now_ns() < end;)
-        cpu_relax();
-    while (atomic_load(&c->py_done) != it->v) {
+    uint64_t end = now_ns() + PY_SPIN_NS;
+    for (;;) {
+        uint64_t done = atomic_load(&c->py_done);
+        if (atomic_load(&c->py_failed) || (done == last && k >= most))
+            break;
         if (atomic_load(&c->stop) || atomic_load(&c->fault))
-            return;
+            return k;
+        int k2 = more_pythons(c, t, atomic_load_explicit(&c->head, memory_order_acquire), k, most, &last);
+        if (k2 > k) { /* more landed: open the gate for them too */
+            k = k2;
+            atomic_store(&c->py_at, last);
+            atomic_fetch_add(&c->pyw, 1);
+            futex(&c->pyw, FUTEX_WAKE_PRIVATE, 1 << 30, 0);
+            continue;
+        }
+        if (done == last)
+            break;
+        if (now_ns() < end) {
+            cpu_relax();
+            continue;
+        }
+        took_pythons(c, t, k, &took);
+        signal_lanes(c); /* the run takes long: what ended of it is told meanwhile */
         uint32_t f = atomic_load(&c->fw);
         atomic_store(&c->sleeping, 1);
         atomic_thread_fence(memory_order_seq_cst);
-        if (atomic_load(&c->py_done) != it->v) {
+        if (atomic_load(&c->py_done) != last && !atomic_load(&c->py_failed)) {
             struct timespec ts = {0, (long)PY_POLL_NS};
             futex(&c->fw, FUTEX_WAIT_PRIVATE, f, &ts);
         }
         atomic_store(&c->sleeping, 0);
         look(c, now_ns());
     }
-    int32_t rc = atomic_load(&c->py_rc);
-    if (rc)
-        set_fault(c, rc, it->lane, it->v); /* -1: Python reports its own exception */
-    else {
+    uint64_t failed = atomic_load(&c->py_failed);
+    if (!failed) {
+        took_pythons(c, t, k, &took);
+        return k;
+    }
+    /* -1: Python reports its own exception.  The fills before it ended, and their values are
+     * signalled as if each had had a gate of its own; it and the rest did not run. */
+    uint32_t lane = 0;
+    for (; took < k; took++) {
+        item_t *it = &c->ring[(t + (uint64_t)took) & (c->cap - 1)];
+        if (it->v >= failed) {
+            lane = it->lane;
+            break;
+        }
         c->lanes[it->lane].pend = it->v;
         c->lanes[it->lane].pend_key = (uint64_t)K_PY << 56;
     }
+    signal_lanes(c);
+    set_fault(c, atomic_load(&c->py_rc), lane, failed);
+    return k;
 }
 
 /* The loop's sleep before a pre-wake: WAKE_BUCKETS_NS[i] and longer is bucket i + 1. */
@@ -328,10 +398,6 @@ static void learn_wake(core_t *c, uint64_t now) {
 
 /* Run one item of a burst. */
 static void run_one(core_t *c, item_t *it) {
-    if (it->kind == K_PY) {
-        run_python(c, it);
-        return;
-    }
     lane_t *l = &c->lanes[it->lane];
     int rc = c->ops->run_item(c, l, it);
     uint64_t key = item_key(c, it);
@@ -363,11 +429,22 @@ static void run_burst(core_t *c, uint64_t t, uint64_t h) {
     for (;;) {
         /* long or unknown work is signalled as it is run (a gather may add items behind it);
          * signal_lanes does not signal it twice */
-        for (; t != h && n < BURST; t++, n++) {
-            if (!atomic_load_explicit(&c->fault, memory_order_relaxed))
-                run_one(c, &c->ring[t & (c->cap - 1)]);
-            stat_add(c, S_ITEMS);
-            atomic_store_explicit(&c->tail, t + 1, memory_order_release);
+        while (t != h && n < BURST) {
+            item_t *it = &c->ring[t & (c->cap - 1)];
+            int k = 1;
+            if (atomic_load_explicit(&c->fault, memory_order_relaxed))
+                ;
+            else if (it->kind == K_PY) {
+                k = run_pythons(c, t, h, BURST - n);
+                uint64_t h2 = atomic_load_explicit(&c->head, memory_order_acquire);
+                h = h2; /* the run may have taken items that landed after h */
+            } else
+                run_one(c, it);
+            for (int i = 0; i < k; i++)
+                stat_add(c, S_ITEMS);
+            t += (uint64_t)k;
+            n += k;
+            atomic_store_explicit(&c->tail, t, memory_order_release);
         }
         if (!streaming || n >= BURST || atomic_load(&c->fault))
             break;

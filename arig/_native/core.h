@@ -25,6 +25,7 @@
 #define MAX_LANES 64
 #define WAKE_BUCKETS 3 /* the loop's wake-up figures, by how long it slept (struct core) */
 #define LOOP_LEAD_MAX_NS 100000 /* the loop's lead to its spin (struct core), at most */
+#define LONG_WORK_NS 50000.0 /* predicted longer than this: sleep before spinning, signal each item */
 
 /* K_MARK: no work (the value marks the lane's earlier work).  K_JOIN: the lane waits for
  * another stream's work: a = that stream, b = the address of its event slot (made here on first
@@ -64,11 +65,11 @@ typedef struct lane {
  * early finds since the last hit (0: unknown). */
 #define EST_SLOTS 256
 typedef struct est {
-    uint64_t key, hits;
+    uint64_t key, hits, taught; /* taught: by any find (a hit, a host function, a bound) since claimed */
     double est, lo, hi;
 } est_t;
 
-enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_PREWAKES_AGAIN, S_NSTATS };
+enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_PREWAKES_AGAIN, S_PY_GATES, S_NSTATS };
 
 typedef struct core core_t;
 
@@ -119,7 +120,8 @@ struct core {
     _Atomic int32_t fault;
     _Atomic uint32_t fault_lane;
     _Atomic uint64_t fault_v;
-    _Atomic uint64_t py_at, py_done;
+    _Atomic uint64_t py_at, py_done; /* the last Python fill's value that may run, and that ended */
+    _Atomic uint64_t py_failed;      /* the value of the Python fill that failed (0: none), its code in py_rc */
     _Atomic int32_t py_rc;
     _Atomic uint64_t due; /* CLOCK_MONOTONIC of the soonest predicted completion, 0: none */
     uint64_t cap;
@@ -134,6 +136,8 @@ struct core {
      * first stage of a long sleep cut into naps of at most poll_ns (0: one sleep), each ending in a look. */
     int no_early_backstop;
     int64_t poll_ns;
+    /* Python fills predicted at most this long share gates (arig_core_py_short; core.c's run_pythons). */
+    _Atomic int64_t py_short_ns;
     /* The loop's spin window (arig_core_loop_window): woken further than this ahead of a predicted
      * end, the loop sleeps again; the core then wakes it once more (0: never). */
     int64_t loop_ahead_ns;
@@ -222,6 +226,8 @@ ARIG_INTERNAL est_t *est_of(core_t *c, uint64_t key);
 ARIG_INTERNAL uint64_t item_key(const core_t *c, const item_t *it);
 /* The estimate for key, without claiming its slot (0: unknown). */
 ARIG_INTERNAL double est_peek(core_t *c, uint64_t key);
+/* Is work of key known to take at most most ns? */
+ARIG_INTERNAL int est_short(core_t *c, uint64_t key, double most);
 /* Lane l's burst was seen done d ns after its signal (exact: from the GPU's own time). */
 ARIG_INTERNAL void est_hit(core_t *c, lane_t *l, double d, int exact);
 /* How much sooner than its host function the GPU reaches a value, about (the host function's delay). */

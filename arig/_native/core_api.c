@@ -34,6 +34,7 @@ core_t *core_new(const lane_ops *ops, int nlanes, const uint64_t *words, int efd
     c->idle_win = (double)idle_ns;
     c->lead_ns = lead_ns;
     c->prewake = prewake;
+    atomic_store(&c->py_short_ns, (int64_t)LONG_WORK_NS);
     c->wake_est[0] = 30000.0;
     c->wake_est[1] = 60000.0;
     c->wake_est[2] = 100000.0;
@@ -86,6 +87,11 @@ void arig_core_tune(core_t *c, int early_backstop, int64_t poll_ns) {
     c->no_early_backstop = !early_backstop;
     c->poll_ns = poll_ns > 0 ? poll_ns : 0;
 }
+
+/* Any thread, any time: Python fills predicted at most ns long share gates (default: short work,
+ * LONG_WORK_NS); ns < 0: every Python fill, whatever its prediction (tests: a fake driver's fills,
+ * however slowly the machine runs them). */
+void arig_core_py_short(core_t *c, int64_t ns) { atomic_store(&c->py_short_ns, ns); }
 
 /* Before arig_core_start: the loop's spin window opens ahead_ns before a predicted end (see
  * struct core); a loop woken further ahead than that is woken again, nearer the end.  seen: the
@@ -166,10 +172,10 @@ int arig_core_loop_spin(core_t *c, const uint64_t *seen, int64_t ns) {
     return 0;
 }
 
-/* Has the native thread reached the Python fill of value v?  1: yes; -1: lost or stopping (it
- * skips it); 0: not yet. */
+/* Has the native thread opened the gate to the Python fill of value v (it opens it for every fill
+ * next in its ring at once: values up to py_at)?  1: yes; -1: lost or stopping (it skips it); 0: not yet. */
 static int py_gate(core_t *c, uint64_t v) {
-    if (atomic_load(&c->py_at) == v)
+    if (atomic_load(&c->py_at) >= v)
         return 1;
     return atomic_load(&c->stop) || atomic_load(&c->fault) || !c->started ? -1 : 0;
 }
@@ -201,7 +207,10 @@ int arig_core_py_ready(core_t *c, uint64_t v, int64_t spin_ns) {
 }
 
 void arig_core_py_end(core_t *c, uint64_t v, int32_t rc) {
-    atomic_store(&c->py_rc, rc);
+    if (rc) { /* the code first: a native thread that sees py_failed reads it */
+        atomic_store(&c->py_rc, rc);
+        atomic_store(&c->py_failed, v);
+    }
     atomic_store(&c->py_done, v);
     atomic_thread_fence(memory_order_seq_cst);
     atomic_fetch_add(&c->fw, 1);

@@ -7,7 +7,7 @@ est_t *est_of(core_t *c, uint64_t key) {
     est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
     if (e->key != key) {
         e->key = key;
-        e->hits = 0;
+        e->hits = e->taught = 0;
         e->est = e->lo = e->hi = 0;
     }
     return e;
@@ -31,6 +31,14 @@ double est_peek(core_t *c, uint64_t key) {
     return e->key == key ? e->est : 0;
 }
 
+/* Is work of key known (taught by some find since its slot was claimed) to take at most most ns?
+ * An estimate of 0 so taught is short work, not unknown work. */
+int est_short(core_t *c, uint64_t key, double most) {
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    const est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
+    return e->key == key && e->taught && e->est <= most;
+}
+
 /* Seen by a spin after d ns (or learned from the GPU's own time): the estimate is good; follow it.
  * A length that moved by more than half a spin jumps there at once where the GPU's time says so
  * (exact, so one wait teaches it; a kernel whose arguments made it 5x longer took ~15 waits to
@@ -43,6 +51,7 @@ void est_hit(core_t *c, lane_t *l, double d, int exact) {
     e->est = jump ? d : 0.8 * e->est + 0.2 * d;
     e->lo = e->hi = 0;
     e->hits++;
+    e->taught++;
     l->est = e->est;
 }
 
@@ -53,6 +62,7 @@ void est_hit(core_t *c, lane_t *l, double d, int exact) {
  * one within a spin's length is kept (spins see the end more exactly than host functions do). */
 void est_told(core_t *c, lane_t *l, double d) {
     est_t *e = est_of(c, l->key);
+    e->taught++;
     double cand = d - HOSTFN_LEAD_NS;
     if (cand < 0)
         cand = 0;
@@ -68,6 +78,7 @@ void est_told(core_t *c, lane_t *l, double d) {
  * such bounds (or step by half again); after that, nudge (its length jitters a little). */
 void est_bound(core_t *c, lane_t *l, double bound, int done) {
     est_t *e = est_of(c, l->key);
+    e->taught++;
     if (e->hits) {
         if (done) {
             double step = e->est * 0.05 > 2000 ? e->est * 0.05 : 2000;

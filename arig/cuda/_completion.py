@@ -167,7 +167,12 @@ class CudaNativeCompletion(NativeCompletion):
         return (copy.kind, copy.a, copy.b, copy.c)
 
     def python_item(self, fill: Any, arg: Any) -> tuple[Any, ...]:
-        return (PY, fill, arg)
+        return (PY, fill, arg, 0)
+
+    def gated_item(self, fill: Any, arg: Any) -> tuple[Any, ...]:
+        """A Python fill whose work waits on the GPU for a gate: the core runs it behind a gate of
+        its own (fills next to it wait), its lane signalled up to the value before it first."""
+        return (PY, fill, arg, 1)
 
     def mark_item(self) -> tuple[Any, ...]:
         return _MARK
@@ -300,6 +305,9 @@ class PureCompletion:
 
     def python_item(self, fill: Any, arg: Any) -> tuple[Any, ...]:
         return (fill, arg)
+
+    def gated_item(self, fill: Any, arg: Any) -> tuple[Any, ...]:
+        return (fill, arg)  # every fill runs alone on the submit thread
 
     def mark_item(self) -> tuple[Any, ...]:
         return _NO_FILL

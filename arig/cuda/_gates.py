@@ -102,7 +102,7 @@ class Gates:
         inner = _inner(fill)
         if inner is None:
             return None
-        return self.completion.python_item(_GatedFill(self.gate_dev + 8 * qi, ticket, inner), arg)
+        return self.completion.gated_item(_GatedFill(self.gate_dev + 8 * qi, ticket, inner), arg)
 
     def open_gate(self, qi: int, ticket: int) -> None:
         if self.gate_host:

@@ -173,7 +173,7 @@ class NvBackend(Backend):
         if isinstance(fill, (int, ctypes._CFuncPtr)) and not isinstance(fill, bool):  # type: ignore[attr-defined]
             return (_native.CFILL, _abi.fill_address(fill), c_arg(arg), 0)
         self.check_fill(fill)
-        return (_native.PY, fill, arg)
+        return (_native.PY, fill, arg, 0)
 
     def _on_wake(self) -> None:
         # The selector's poll re-armed the driver's flag before this callback: the words read now are fresh.
