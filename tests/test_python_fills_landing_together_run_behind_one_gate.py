@@ -1,7 +1,6 @@
 """Python fills that land in a native core's ring together run behind one gate: the submit thread
-runs them one after another on one hold of the GIL, in value order, and the core signals their
-values after the last (as it signals a burst of short work), instead of opening a gate, and
-waiting for the submit thread, for each.  Only where Python fills are known to be short work (the
+runs them one after another on one hold of the GIL, in value order, and the core signals each
+value as its fill ends, instead of opening a gate, and waiting for the submit thread, for each.  Only where Python fills are known to be short work (the
 tests tell the core to take them so, as its prediction would on a GPU: ``_as_short``): fills of
 unknown or long work, and a fill that waits on the GPU behind a gate of its own (``after=`` of
 another device), keep a gate each.  A fill that raises inside such a run loses the device with its

@@ -252,8 +252,8 @@ static void took_pythons(core_t *c, uint64_t t, int k, int *took) {
 
 /* How many items from ring index t on (head h, at most most) run behind one gate, after k of them
  * already counted (of the last value *last): the first always; then the Python fills next in the
- * ring, in value order, while Python fills are known to be short work (their values are then told
- * at the run's end, one signal for all, as a burst's short work is) and none waits on the GPU for
+ * ring, in value order, while Python fills are known to be short work (a value is then signalled
+ * behind the work the next fill enqueued meanwhile, a short delay) and none waits on the GPU for
  * something of its own (a = 1: a gated fill, whose lane must be signalled up to the value before
  * it first, or the work that opens its gate may wait on that value). */
 static int more_pythons(core_t *c, uint64_t t, uint64_t h, int k, int most, uint64_t *last) {
@@ -272,12 +272,12 @@ static int more_pythons(core_t *c, uint64_t t, uint64_t h, int k, int most, uint
  * Python submit thread and wait for it.  The gate opens for every Python fill next in the ring at
  * once (py_at: the last value that may run), and wider as more land while they run: the submit
  * thread then runs fill after fill on one hold of the GIL, where one gate per fill made it wait
- * for this thread between any two (and, with the loop busy, for the GIL again).  A run that takes
- * long has the fills ended so far signalled before this thread sleeps.  Returns how many items it
- * took (at least one: the item at t is a Python fill). */
+ * for this thread between any two (and, with the loop busy, for the GIL again).  Each fill's value
+ * is signalled as it ends; the last one's at the burst's end, as any item's.  Returns how many
+ * items it took (at least one: the item at t is a Python fill). */
 static int run_pythons(core_t *c, uint64_t t, uint64_t h, int most) {
     signal_lanes(c); /* earlier work of every lane is signalled before Python may take long */
-    uint64_t last = 0;
+    uint64_t last = 0, told = atomic_load(&c->py_done); /* the fills before this run ended */
     int k = more_pythons(c, t, h, 0, most, &last), took = 0;
     stat_add(c, S_PY_GATES);
     atomic_store(&c->py_at, last);
@@ -290,6 +290,15 @@ static int run_pythons(core_t *c, uint64_t t, uint64_t h, int most) {
         uint64_t done = atomic_load(&c->py_done);
         if (atomic_load(&c->py_failed) || (done == last && k >= most))
             break;
+        if (done > told && done != last) {
+            /* Each fill's value is signalled as soon as it ended, behind at most the work the
+             * next fill enqueued meanwhile (one signal at the run's end made the first value of a
+             * 32-fill run wait for all 32: 64 tasks then completed 0.7x as often). */
+            told = done;
+            took_pythons(c, t, k, &took);
+            signal_lanes(c);
+            end = now_ns() + PY_SPIN_NS; /* the run goes on: spin for the next */
+        }
         if (atomic_load(&c->stop) || atomic_load(&c->fault))
             return k;
         int k2 = more_pythons(c, t, atomic_load_explicit(&c->head, memory_order_acquire), k, most, &last);
@@ -306,8 +315,6 @@ static int run_pythons(core_t *c, uint64_t t, uint64_t h, int most) {
             cpu_relax();
             continue;
         }
-        took_pythons(c, t, k, &took);
-        signal_lanes(c); /* the run takes long: what ended of it is told meanwhile */
         uint32_t f = atomic_load(&c->fw);
         atomic_store(&c->sleeping, 1);
         atomic_thread_fence(memory_order_seq_cst);
