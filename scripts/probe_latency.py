@@ -4,6 +4,9 @@ writes), and which threads spent the CPU.  On NV, reached_at is the GPU's own
 time of the release, so "seen->resumed" is the GPU's completion to the task's resumption.
 Lengths and loops: ``--us 1000,10000 --loop uvloop --n 40`` (``spin`` is ``arig.new_event_loop()``); the
 figures are then also latency - nominal length (p50/p90/p99/max) and the lateness seen by the native thread.
+For work of 1 ms or more the probe reads the core's prediction once per wait, from a timer at a
+quarter of the length: one more wake-up of the loop per wait, counted in its CPU and in its times
+on a CPU (``bench``'s sweep has no such timer).
 ``--trace`` also times, per wait, the loop's side of the completion: how far ahead of the predicted
 end the loop last woke, how the completion reached it (its own spin in the window, or the eventfd),
 the word seen by that spin (or the wake-up that delivered it) after the GPU's stamp of the end, and
@@ -30,8 +33,9 @@ from arig._native import GAUGES
 SHOWN_AS_IS = (*GAUGES, "loop_lead_ns")  # figures, not counters: shown as they are, not as deltas
 
 
-def thread_cpu() -> Counter[str]:
-    """ns on CPU per thread name (schedstat), summed over threads of one name."""
+def thread_cpu(field: int = 0) -> Counter[str]:
+    """Per thread name, summed over threads of one name, a field of schedstat: 0 ns on CPU, 2 the
+    times it was put on a CPU (each wake-up from a sleep is one, as is each return after preemption)."""
     out: Counter[str] = Counter()
     loop_tid = threading.main_thread().native_id
     for tid in os.listdir("/proc/self/task"):
@@ -39,7 +43,7 @@ def thread_cpu() -> Counter[str]:
             with open(f"/proc/self/task/{tid}/comm") as f:
                 name = "loop" if int(tid) == loop_tid else f.read().strip()
             with open(f"/proc/self/task/{tid}/schedstat") as f:
-                out[name] += int(f.read().split()[0])
+                out[name] += int(f.read().split()[field])
         except OSError:
             pass
     return out
@@ -128,7 +132,7 @@ async def probe(spin_us: int, sched: str | None, device: str, lengths: list[int]
             due_seen: list[int] = []
             loop = asyncio.get_running_loop()
             tr = Trace(b.completion) if trace else None
-            c0, t0 = time.process_time(), thread_cpu()
+            c0, t0, w0 = time.process_time(), thread_cpu(), thread_cpu(2)
             for _ in range(n):
                 t = time.perf_counter()
                 v = await dev.submit(launch)
@@ -146,8 +150,9 @@ async def probe(spin_us: int, sched: str | None, device: str, lengths: list[int]
                     if due_seen and due_seen[0]:
                         err.append(due_seen[0] / 1e9 - r)
             cpu = (time.process_time() - c0) / n
-            per = thread_cpu() - t0
+            per, woke = thread_cpu() - t0, thread_cpu(2) - w0
             top = ", ".join(f"{k} {v / n / 1e3:.0f}" for k, v in per.most_common(5))
+            wakes = ", ".join(f"{k} {woke[k] / n:.1f}" for k, _ in per.most_common(5))
             late = (np.array(lat) * 1e6 - us) if us else np.array(lat) * 1e6
             q = np.percentile(late, [50, 90, 99, 100])
             print(f"{dev.name} sched={dev.facts.get('sched')} spin_us={spin_us:3d} kernel {us:5d} us: p50 {np.median(lat) * 1e6:7.1f} us  p90 {np.percentile(lat, 90) * 1e6:7.1f}"
@@ -155,7 +160,8 @@ async def probe(spin_us: int, sched: str | None, device: str, lengths: list[int]
                   f"\n    late(lat-nominal) p50/p90/p99/max {q[0]:.0f}/{q[1]:.0f}/{q[2]:.0f}/{q[3]:.0f} us"
                   + (f"\n    predicted end - reached p10/p50/p90 {' / '.join(f'{x:.0f}' for x in np.percentile(np.array(err) * 1e6, [10, 50, 90]))} us" if err else "")
                   + f"\n    core: {', '.join(f'{k} {v if k in SHOWN_AS_IS else v - s0.get(k, 0)}' for k, v in b.completion.stats().items())}"
-                  f"\n    cpu µs/op by thread: {top}" + (f"\n{tr.report()}" if tr is not None else ""), flush=True)
+                  f"\n    cpu µs/op by thread: {top}"
+                  f"\n    times on a CPU per op by thread: {wakes}" + (f"\n{tr.report()}" if tr is not None else ""), flush=True)
             if tr is not None:
                 del b.completion.deliver, b.completion._spin_window
 

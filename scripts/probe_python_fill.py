@@ -4,7 +4,9 @@ One CUDA device, the shipped ``empty`` kernel.  Printed, each the median of ``--
 
 * one task: the round trip of ``await dev.wait(await dev.submit(launch_fill, launch))`` (a Python
   fill) and of ``dev.submit(launch)`` (the native path), in µs, and their ratio;
-* 64 tasks each doing the same: completions/s of both, and of torch's busy poll of the same
+* one task submitting ``BULK`` in a row, then waiting for the last: the time per submission, of
+  Python fills and of the ``Launch`` (what a pipeline that enqueues several steps at once pays);
+* 64 tasks each doing the same as the first: completions/s of both, and of torch's busy poll of the same
   empty kernel (``torch.cuda.Event.query()`` after ``await asyncio.sleep(0)``), the ratios, and the
   core's counters per completion of the Python fills (``py_gates``: gates the native thread opened
   for the submit thread; fewer than one per fill where fills that land together share one).
@@ -25,6 +27,7 @@ import arig.cuda
 from arig.cuda import Launch
 
 TASKS = 64
+BULK = 32
 
 
 def launch_fill(stream: int, launch: Any, v: int) -> int:
@@ -38,6 +41,20 @@ async def _one(dev: arig.Device, op: Any, n: int) -> float:
     for _ in range(n):
         await op()
     return (time.perf_counter() - t0) / n * 1e6
+
+
+async def _bulk(dev: arig.Device, fill: Any, arg: Any, groups: int) -> float:
+    """µs per submission of BULK submissions in a row and one wait for the last (median over groups)."""
+    submit, wait = dev.submit, dev.wait
+    per: list[float] = []
+    for g in range(groups + 20):
+        t0 = time.perf_counter()
+        for _ in range(BULK):
+            v = await (submit(fill, arg) if arg is not None else submit(fill))
+        await wait(v)
+        if g >= 20:
+            per.append((time.perf_counter() - t0) / BULK * 1e6)
+    return statistics.median(per)
 
 
 async def _rate(make: Any, seconds: float) -> float:
@@ -94,6 +111,8 @@ async def _row(seconds: float) -> dict[str, float]:
 
         core = dev._backend.completion.core
         out = {"py_rt_us": await _one(dev, py, 3000), "launch_rt_us": await _one(dev, native, 3000)}
+        out["py_bulk_us"] = await _bulk(dev, launch_fill, launch, 200)
+        out["launch_bulk_us"] = await _bulk(dev, launch, None, 200)
         s0 = core.stats()
         out["py_per_s"] = await _rate(lambda: py, seconds)
         s1 = core.stats()
@@ -125,6 +144,7 @@ def main() -> None:
     med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
     print(f"medians of {a.repeat} runs ({a.loop}):")
     print(f"  1 task: Python fill {med['py_rt_us']:.1f} us, Launch {med['launch_rt_us']:.1f} us: {med['py_rt_us'] / med['launch_rt_us']:.2f}x")
+    print(f"  {BULK} submissions in a row, one wait: Python fill {med['py_bulk_us']:.2f} us each, Launch {med['launch_bulk_us']:.2f} us each")
     print(
         f"  {TASKS} tasks: Python fill {med['py_per_s']:.0f}/s, Launch {med['launch_per_s']:.0f}/s, torch busy poll {med['torch_poll_per_s']:.0f}/s;"
         f" Python fill / poll {med['py_per_s'] / med['torch_poll_per_s']:.2f}x"
