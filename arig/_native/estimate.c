@@ -135,9 +135,9 @@ void learn_offset(core_t *c, uint64_t now, uint64_t g) {
         c->gpu_cal = 1;
     } else {
         /* A fresh look is trustworthy (it comes within a microsecond of the release), so follow
-         * it up quickly: the GPU's timer drifts from the host's (on the H200 it runs 32 ppm slow,
-         * 320 us in the 10 s of one benchmark row), which a slow rise would turn into lengths
-         * learned that much short. */
+         * it up quickly: the GPU's timer may drift from the host's (a fit of stamps into mapped
+         * memory on the H200 found 0.05-0.5 ppm; a coarser probe once read tens of ppm, 320 us in
+         * the 10 s of one benchmark row), which a slow rise would turn into lengths learned short. */
         c->gpu_off += (cand - c->gpu_off) >> 3;
     }
 }
