@@ -237,10 +237,10 @@ static void publish_due(core_t *c) {
     atomic_store_explicit(&c->due, due, memory_order_relaxed);
 }
 
-/* The Python fills ended so far of the run at ring index t (k items, *took of them handed to their
- * lanes already): each lane's pending value moves past them, for the next signal. */
-static void took_pythons(core_t *c, uint64_t t, int k, int *took) {
-    uint64_t done = atomic_load(&c->py_done);
+/* The Python fills of the run at ring index t (k items, *took of them handed to their lanes
+ * already) that ended, up to value done: each lane's pending value moves past them, for the next
+ * signal. */
+static void took_pythons(core_t *c, uint64_t t, int k, int *took, uint64_t done) {
     for (; *took < k; (*took)++) {
         item_t *it = &c->ring[(t + (uint64_t)*took) & (c->cap - 1)];
         if (it->v > done)
@@ -295,7 +295,7 @@ static int run_pythons(core_t *c, uint64_t t, uint64_t h, int most) {
              * next fill enqueued meanwhile (one signal at the run's end made the first value of a
              * 32-fill run wait for all 32: 64 tasks then completed 0.7x as often). */
             told = done;
-            took_pythons(c, t, k, &took);
+            took_pythons(c, t, k, &took, done);
             signal_lanes(c);
             end = now_ns() + PY_SPIN_NS; /* the run goes on: spin for the next */
         }
@@ -327,23 +327,14 @@ static int run_pythons(core_t *c, uint64_t t, uint64_t h, int most) {
     }
     uint64_t failed = atomic_load(&c->py_failed);
     if (!failed) {
-        took_pythons(c, t, k, &took);
+        took_pythons(c, t, k, &took, atomic_load(&c->py_done));
         return k;
     }
     /* -1: Python reports its own exception.  The fills before it ended, and their values are
      * signalled as if each had had a gate of its own; it and the rest did not run. */
-    uint32_t lane = 0;
-    for (; took < k; took++) {
-        item_t *it = &c->ring[(t + (uint64_t)took) & (c->cap - 1)];
-        if (it->v >= failed) {
-            lane = it->lane;
-            break;
-        }
-        c->lanes[it->lane].pend = it->v;
-        c->lanes[it->lane].pend_key = (uint64_t)K_PY << 56;
-    }
+    took_pythons(c, t, k, &took, failed - 1);
     signal_lanes(c);
-    set_fault(c, atomic_load(&c->py_rc), lane, failed);
+    set_fault(c, atomic_load(&c->py_rc), took < k ? c->ring[(t + (uint64_t)took) & (c->cap - 1)].lane : 0, failed);
     return k;
 }
 
@@ -439,16 +430,15 @@ static void run_burst(core_t *c, uint64_t t, uint64_t h) {
         while (t != h && n < BURST) {
             item_t *it = &c->ring[t & (c->cap - 1)];
             int k = 1;
-            if (atomic_load_explicit(&c->fault, memory_order_relaxed))
-                ;
-            else if (it->kind == K_PY) {
+            if (atomic_load_explicit(&c->fault, memory_order_relaxed)) {
+                /* lost: the item is skipped */
+            } else if (it->kind == K_PY) {
                 k = run_pythons(c, t, h, BURST - n);
-                uint64_t h2 = atomic_load_explicit(&c->head, memory_order_acquire);
-                h = h2; /* the run may have taken items that landed after h */
-            } else
+                h = atomic_load_explicit(&c->head, memory_order_acquire); /* the run may have taken items that landed after h */
+            } else {
                 run_one(c, it);
-            for (int i = 0; i < k; i++)
-                stat_add(c, S_ITEMS);
+            }
+            atomic_fetch_add_explicit(&c->stats[S_ITEMS], (uint64_t)k, memory_order_relaxed);
             t += (uint64_t)k;
             n += k;
             atomic_store_explicit(&c->tail, t, memory_order_release);

@@ -2,9 +2,14 @@
  * and when a lane's word was written (the GPU's own time where its lanes write one). */
 #include "core.h"
 
-est_t *est_of(core_t *c, uint64_t key) {
+/* The slot key's estimate lives in (another key's, where it was claimed since). */
+static est_t *slot_of(core_t *c, uint64_t key) {
     uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
+    return &c->ests[(h >> 32) % EST_SLOTS];
+}
+
+est_t *est_of(core_t *c, uint64_t key) {
+    est_t *e = slot_of(c, key);
     if (e->key != key) {
         e->key = key;
         e->hits = e->taught = 0;
@@ -26,16 +31,14 @@ uint64_t item_key(const core_t *c, const item_t *it) {
 
 /* The estimate for key, without claiming its slot (0: unknown). */
 double est_peek(core_t *c, uint64_t key) {
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
+    const est_t *e = slot_of(c, key);
     return e->key == key ? e->est : 0;
 }
 
 /* Is work of key known (taught by some find since its slot was claimed) to take at most most ns?
  * An estimate of 0 so taught is short work, not unknown work. */
 int est_short(core_t *c, uint64_t key, double most) {
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    const est_t *e = &c->ests[(h >> 32) % EST_SLOTS];
+    const est_t *e = slot_of(c, key);
     return e->key == key && e->taught && e->est <= most;
 }
 
