@@ -11,7 +11,7 @@ decided in ``arig._engine``, where tests choose one explicitly
 | ``ARIG_PURE=1`` | run the pure-Python submit and completion path instead of the native core |
 | ``ARIG_NO_MEMOPS=1`` | never use stream memory operations: completions come from host functions only |
 | ``ARIG_NO_GPU_STAMPS=1`` | CUDA: signal long work with stream memory operations, without the GPU's time (no stamp kernel) |
-| ``ARIG_CUDA_BACKSTOP=poll[:us]`` or ``early`` | CUDA on the native core, long work: the native thread's sleep cut into naps of at least ``us`` (default 500) and a tenth of the predicted length, each ending in a look at the words (``poll``, the default); or one sleep with a host function enqueued behind the work before it (``early``: it holds the stream until libcuda's callback thread has run it, which delays the next work) |
+| ``ARIG_CUDA_BACKSTOP=poll[:us]``, ``early`` or ``event`` | CUDA on the native core, long work: the native thread's sleep cut into naps of at least ``us`` (default 500) and a tenth of the predicted length, each ending in a look at the words (``poll``, the default); or one sleep with a host function enqueued behind the work before it (``early``: it holds the stream until libcuda's callback thread has run it, which delays the next work); or one sleep with a blocking-sync event recorded behind the work, on which a waiter thread of the lane sits in ``cuEventSynchronize`` (``event``: it holds nothing up; every backstop, the one after a missed spin too, is then such an event) |
 | ``ARIG_LIBCUDA=path`` | the libcuda to load (default ``libcuda.so.1``) |
 | ``ARIG_GPU_REQUIRED=1`` | tests: fail, rather than skip, GPU tests where no GPU opens |
 """

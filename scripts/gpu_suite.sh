@@ -118,6 +118,8 @@ run probe_nv 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py --device 
 run probe_nv_timer 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_nv_timer.py
 step "the same slice of Python on the loop thread after it slept 0.05-50 ms, against warm (scripts/probe_cold_wake.py)"
 run probe_cold 30 $(( BENCH_MIN + 10 )) python3 scripts/probe_cold_wake.py
+step "how soon a thread blocked in cuEventSynchronize, and a host function, see work end (scripts/probe_event_wait.c)"
+run probe_event_wait 40 $(( BENCH_MIN + 10 )) bash -c 'gcc -O2 -o /tmp/probe_event_wait scripts/probe_event_wait.c -ldl -lpthread && /tmp/probe_event_wait arig/kernels/kernels.cubin 100'
 step "the Python fill beside the Launch and torch's busy poll: one task, 32 in a row, 64 tasks (scripts/probe_python_fill.py)"
 run probe_pyfill 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_python_fill.py --repeat 1
 step "the demos' longest stall, split into the longest callback and the longest pass (scripts/probe_demo_stall.py)"

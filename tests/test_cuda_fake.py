@@ -41,8 +41,9 @@ def _addr(x: object) -> int:
 
 
 def _users_destroyed(fake: FakeCuda) -> list[tuple[str, int]]:
-    """What the fake destroyed of the test's own objects (a device's stamp kernel is its own)."""
-    return [d for d in fake.destroyed if d[0] != "stamp module"]
+    """What the fake destroyed of the test's own objects (a device's stamp kernel and the events
+    its native core's waiters sit on are its own; these tests make no event)."""
+    return [d for d in fake.destroyed if d[0] not in ("stamp module", "event")]
 
 
 @contextlib.contextmanager
@@ -90,6 +91,15 @@ def _store(args: bytes) -> None:
 
 
 STORE = (_store, (8, 4, 8))
+
+
+#: What the native core's backstop is on CUDA (ARIG_CUDA_BACKSTOP): a host function, or an event
+#: record that its waiter thread sits on (without joins, the only event records of a device).
+BACKSTOPS = ("cuLaunchHostFunc", "cuEventRecord")
+
+
+def _backstops(fake: FakeCuda) -> list[Any]:
+    return [c for c in fake.calls() if c.name in BACKSTOPS]
 
 
 async def _open(**kw: Any) -> arig.Device:
@@ -202,14 +212,14 @@ async def test_completions_are_coalesced(fake: FakeCuda, engine: str, memops: bo
         vs = [await dev.submit(_noop) for _ in range(98)]  # ...while 99 more queue up behind it
         at: list[int] = []
         vs.append(await dev.submit(lambda s, a, v: at.append(len(fake.log))))
-        before = len(fake.calls("cuLaunchHostFunc"))
+        before = len(_backstops(fake))
         gate.set()
-        await _until(lambda: at and any(c.name == "cuLaunchHostFunc" for c in fake.log[at[0] :]))  # all signalled
+        await _until(lambda: at and any(c.name in BACKSTOPS for c in fake.log[at[0] :]))  # all signalled
         assert dev.reached < first  # held: nothing reached
         fake.release(q)
         await asyncio.wait_for(dev.wait(vs[-1]), T)
-        signals = len(fake.calls("cuLaunchHostFunc")) - before
-        assert 1 <= signals <= 8, signals  # one host function per burst (<= 32 fills), not per fill
+        signals = len(_backstops(fake)) - before
+        assert 1 <= signals <= 8, signals  # one backstop per burst (<= 32 fills), not per fill
 
 
 @pytest.mark.asyncio
@@ -277,7 +287,7 @@ async def test_kernel_fault_fails_every_waiter_then_reopen(fake: FakeCuda, engin
     at: list[int] = []
     vs.append(await dev.submit(lambda s, a, v: at.append(len(fake.log))))
     # Every fill returned and its completion was enqueued before the fault happens:
-    await _until(lambda: at and any(c.name == "cuLaunchHostFunc" for c in fake.log[at[0] :]))
+    await _until(lambda: at and any(c.name in BACKSTOPS for c in fake.log[at[0] :]))
     old = fake.primary(0)
     t0 = time.monotonic()
     fake.release(q)
@@ -285,7 +295,7 @@ async def test_kernel_fault_fails_every_waiter_then_reopen(fake: FakeCuda, engin
     print(f"{name}: {len(vs)} waiters lost after {time.monotonic() - t0:.3f} s")
     assert all(isinstance(r, arig.DeviceLost) and name in str(r) for r in res), res[:3]
     assert isinstance(dev.lost, CudaError) and dev.lost.code == code and dev.lost.name == name
-    assert any(c.name == "cuStreamQuery" and c.rc == code for c in fake.log), "the waiter's poll found it"
+    assert any(c.name in ("cuStreamQuery", "cuEventSynchronize") and c.rc == code for c in fake.log), "the watch found it"
     assert old.faulted == code and dev.reached == 0  # no host function ran after the fault
     with pytest.raises(arig.DeviceLost):
         await dev.submit(_noop)

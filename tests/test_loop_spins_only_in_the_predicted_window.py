@@ -137,9 +137,10 @@ def test_the_loop_learns_its_lead_from_wake_up_to_spin_and_tells_the_core() -> N
         c._woke_at = time.monotonic_ns() - 40_000  # woke 40 us before its spin starts
         c._spin_window()
     assert core.leads, "the core was told the loop's lead"
-    assert 30_000 < core.leads[-1] <= 41_000, core.leads
+    # 40 us and the few microseconds from setting _woke_at to the spin's own clock read (more on a loaded machine)
+    assert 30_000 < core.leads[-1] <= 50_000, core.leads
     assert len(core.leads) < 30, "told again only once the figure moved"
     told = len(core.leads)
     c._woke_at = time.monotonic_ns() - 10_000_000  # a wake-up long before (not this spin's): counted as at most the spin's cap
     c._spin_window()
-    assert core.leads[-1] <= 0.8 * 41_000 + 0.2 * nc.LOOP_SPIN_MAX_NS + 1_000 and len(core.leads) == told + 1
+    assert core.leads[-1] <= 0.8 * 50_000 + 0.2 * nc.LOOP_SPIN_MAX_NS + 1_000 and len(core.leads) == told + 1

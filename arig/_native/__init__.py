@@ -33,10 +33,10 @@ from .. import _env, _log
 
 __all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "NvTemplate", "NvSpec", "NvLaunchRecord", "NV_ERRORS", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS", "GAUGES"]
 
-ABI = 4
+ABI = 5
 CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 #: Counters of ``Core.stats()``, in order.
-STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries", "prewakes_again", "py_gates")
+STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries", "prewakes_again", "py_gates", "event_waits")
 #: Gauges after the counters in ``Core.stats()`` (not counts: a probe prints them as they are).
 GAUGES = ("wake_short_ns", "wake_mid_ns", "wake_long_ns", "sleep_over_ns")
 #: How long the submit thread spins, holding the GIL, for the native thread to reach a Python
@@ -62,7 +62,7 @@ class CudaTable(ctypes.Structure):
         for name in (
             "ctx_set_current", "launch_kernel", "write_value64", "launch_host_func", "stream_query",
             "graph_launch", "memcpy_htod", "memcpy_dtoh", "exchange_capture_mode",
-            "event_create", "event_record", "stream_wait_event",
+            "event_create", "event_record", "stream_wait_event", "event_synchronize", "event_destroy",
         )
     ]  # fmt: skip
 
@@ -80,6 +80,8 @@ class CudaTable(ctypes.Structure):
         "event_create": "cuEventCreate",
         "event_record": "cuEventRecord",
         "stream_wait_event": "cuStreamWaitEvent",
+        "event_synchronize": "cuEventSynchronize",
+        "event_destroy": "cuEventDestroy_v2",
     }
 
 
@@ -214,6 +216,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_stats": (None, (P, P, c_int)),
         "arig_core_create_nv": (P, (P, c_int, c_int, c_uint64, c_int64, c_int64, c_int64, c_int)),
         "arig_core_cuda_stamps": (c_int, (P, P, c_uint64, c_uint64, c_uint64, c_uint64)),
+        "arig_core_cuda_waiter": (c_int, (P,)),
         "arig_core_gpu_time": (c_uint64, (P, c_int)),
         "arig_nv_create": (P, (P,)),
         "arig_nv_pair": (None, (P, P)),
@@ -352,6 +355,12 @@ class Core:
         ``pairs``: 16 bytes per lane of mapped memory, ``cal``: 32 more (host and device addresses).
         False where the core cannot (no stream memory operations)."""
         return int(self._fast.arig_core_cuda_stamps(self.ptr, fn, pairs, pairs_dev, cal, cal_dev)) == 0
+
+    def cuda_waiter(self) -> bool:
+        """Before ``start``: backstops are blocking-sync events that a waiter thread per lane sits
+        on in ``cuEventSynchronize``, not host functions.  False where the core cannot (no stream
+        memory operations: every signal is a host function)."""
+        return int(self._fast.arig_core_cuda_waiter(self.ptr)) == 0
 
     def tune(self, early_backstop: bool, poll_ns: int) -> None:
         """Before ``start``: how long work is watched: with the lane kind's early backstop or

@@ -69,7 +69,7 @@ typedef struct est {
     double est, lo, hi;
 } est_t;
 
-enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_PREWAKES_AGAIN, S_PY_GATES, S_NSTATS };
+enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_PREWAKES_AGAIN, S_PY_GATES, S_EVENT_WAITS, S_NSTATS };
 
 typedef struct core core_t;
 
@@ -100,6 +100,9 @@ typedef struct lane_ops {
     uint64_t (*stamp)(const lane_t *l);
     /* End the lane's waits for ring room (a fault, a stop); any thread. */
     void (*halt)(lane_t *l);
+    /* The core's thread was joined: end the kind's own threads (on the thread that stops the core;
+     * called on each stop, once or more). */
+    void (*stopped)(core_t *c);
     /* Free what the constructor allocated for the kind (the core is stopped). */
     void (*destroy)(core_t *c);
     /* signal itself wakes the native thread and tells the loop (a host function): no watching. */

@@ -4,7 +4,7 @@
 #include "core.h"
 
 
-#define ARIG_CORE_ABI 4
+#define ARIG_CORE_ABI 5
 
 #ifndef ARIG_CORE_SOURCE
 #define ARIG_CORE_SOURCE "unknown"
@@ -233,6 +233,8 @@ void arig_core_stop(core_t *c) {
         pthread_join(c->th, 0);
         c->started = 0;
     }
+    if (c->ops->stopped)
+        c->ops->stopped(c);
 }
 
 /* Free the core.  Only once no host function can still run (its streams are idle). */

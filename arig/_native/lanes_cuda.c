@@ -4,14 +4,21 @@
  * A burst's value is cuStreamWriteValue64 of the lane's word in mapped host memory.  Where stream memory
  * operations are missing, a host function writes it instead (hword), after the GPU ran the work before
  * it; that host function also tells the loop and wakes the native thread, so the engine need not watch.
- * The backstop is the same host function.  A fault is what cuStreamQuery of a busy lane reports.
+ * A fault is what cuStreamQuery of a busy lane reports.
  *
- * Threads: the native thread calls every lane_ops member; libcuda's callback thread runs hostfn() only
- * (no CUDA call, no lock).
+ * The backstop is a host function, or (arig_core_cuda_waiter) a blocking-sync event recorded behind the
+ * lane's work, on which a waiter thread of the lane sits in cuEventSynchronize: the driver wakes it
+ * from the GPU's interrupt, and it tells as the host function does.  An event holds nothing up: a host
+ * function holds its stream until libcuda's callback thread has run it, and the next work waits.
+ *
+ * Threads: the native thread calls every lane_ops member but stopped (the thread that stops the core);
+ * libcuda's callback thread runs hostfn() only (no CUDA call, no lock); a lane's waiter thread
+ * ("arig-cuda-wait") calls cuEventSynchronize and tells (waiter_run).
  */
 #include "core.h"
 
 #include <string.h>
+#include <sys/prctl.h>
 
 typedef int CUresult;
 typedef struct arig_cuda {
@@ -28,6 +35,8 @@ typedef struct arig_cuda {
     CUresult (*event_create)(void **event, unsigned flags);
     CUresult (*event_record)(void *event, void *stream);
     CUresult (*stream_wait_event)(void *stream, void *event, unsigned flags);
+    CUresult (*event_synchronize)(void *event);
+    CUresult (*event_destroy)(void *event);
 } arig_cuda;
 
 /* A prepared kernel launch (arig.cuda.Launch keeps one). */
@@ -36,6 +45,8 @@ typedef struct arig_launch {
     uint32_t grid[3], block[3], shared, pad;
     void **extra;
 } arig_launch;
+
+typedef struct lwaiter lwaiter_t;
 
 /* What the core keeps for a CUDA device.  The stamp kernel (arig_cuda_stamps): a one-thread kernel
  * that writes the GPU's global timer beside the word, {0, t} then {v, t} then the word (each store
@@ -48,6 +59,8 @@ typedef struct cuda_hw {
     uint64_t pairs_dev;         /* lane i's pair at pairs_dev + 16 i (device addresses of the host pairs) */
     volatile uint64_t *cal;     /* the calibration's word and pair (host), at cal_dev on the device */
     uint64_t cal_dev;
+    int waiters;                /* backstops are events that a waiter thread per lane waits on */
+    lwaiter_t *waiter[MAX_LANES]; /* made at the lane's first backstop (native thread), ended by stopped */
 } cuda_hw;
 
 static inline arig_cuda *cu_of(core_t *c) { return &((cuda_hw *)c->hw)->cu; }
@@ -101,26 +114,181 @@ static void cuda_thread_start(core_t *c) {
         calibrate(c, hw);
 }
 
+/* Lane i reached v, as a host function or a waiter found (not the native thread): note it, and tell
+ * whoever has not seen it yet. */
+static void told(core_t *c, int i, uint64_t v) {
+    lane_t *l = &c->lanes[i];
+    uint64_t h = atomic_load(&l->hword);
+    while (h < v && !atomic_compare_exchange_weak(&l->hword, &h, v)) {
+    }
+    atomic_store(&l->t_ns, now_ns());
+    atomic_store(&l->t_v, v); /* a lane's host functions run in order, and its waiter tells in order: v only grows */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (__atomic_load_n(&l->seen, __ATOMIC_RELAXED) >= v)
+        return; /* the native thread saw it first, and told the loop if it had to */
+    if (loop_read(c, i) < v)
+        kick(c); /* neither the native thread nor the loop saw it yet */
+    wake_native(c);
+}
+
 /* The host function: runs on libcuda's callback thread after the work before it. */
 static void hostfn(void *p) {
     hrec_t *r = (hrec_t *)p;
     core_t *c = r->c;
-    lane_t *l = &c->lanes[r->lane];
-    uint64_t v = r->v, h = atomic_load(&l->hword);
-    int r_lane = (int)r->lane;
+    uint64_t v = r->v;
+    int lane = (int)r->lane;
     free(r);
-    while (h < v && !atomic_compare_exchange_weak(&l->hword, &h, v)) {
+    told(c, lane, v);
+}
+
+/* A lane's waiter: a thread that sits in cuEventSynchronize on the last event the native thread
+ * recorded for it, then tells its value.  Two events: the native thread records into the one the
+ * waiter is not waiting on (a record into an event being waited on is not defined), so a request
+ * made while the waiter waits replaces any request not yet taken (the lane's values grow: the
+ * newest covers the older).  A waiter still inside the driver when the core stops (work that hung)
+ * is left there, detached: it frees itself once the driver lets it go, and touches the core no more. */
+struct lwaiter {
+    core_t *c;
+    int lane;
+    void *ctx;
+    CUresult (*set_current)(void *ctx);
+    CUresult (*sync)(void *event);
+    CUresult (*destroy)(void *event);
+    void *ev[2];
+    pthread_t th;
+    _Atomic uint32_t fw; /* bumped on each request and at stop: the waiter's futex */
+    pthread_mutex_t mu;  /* guards what follows; never held across the driver's wait */
+    uint64_t want, done; /* the newest value asked for, the last one told */
+    int want_ev, busy;   /* the event of want; the one being waited on (-1: none) */
+    int stop, detached;
+};
+
+static void waiter_free(lwaiter_t *w) {
+    for (int e = 0; e < 2; e++)
+        if (w->ev[e])
+            w->destroy(w->ev[e]);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+static void *waiter_run(void *p) {
+    lwaiter_t *w = p;
+    prctl(PR_SET_NAME, "arig-cuda-wait", 0, 0, 0);
+    w->set_current(w->ctx);
+    pthread_mutex_lock(&w->mu);
+    while (!w->stop) {
+        if (w->want <= w->done) {
+            uint32_t f = atomic_load(&w->fw);
+            pthread_mutex_unlock(&w->mu);
+            futex(&w->fw, FUTEX_WAIT_PRIVATE, f, 0);
+            pthread_mutex_lock(&w->mu);
+            continue;
+        }
+        uint64_t v = w->want;
+        int e = w->want_ev;
+        w->busy = e;
+        pthread_mutex_unlock(&w->mu);
+        CUresult rc = w->sync(w->ev[e]);
+        pthread_mutex_lock(&w->mu);
+        w->busy = -1;
+        if (w->stop)
+            break; /* the core may be gone: tell nothing */
+        if (rc)
+            set_fault(w->c, rc, (uint32_t)w->lane, w->done + 1);
+        else
+            told(w->c, w->lane, v);
+        w->done = v;
     }
-    atomic_store(&l->t_ns, now_ns());
-    atomic_store(&l->t_v, v); /* host functions of a lane run in order: v only grows */
-    atomic_thread_fence(memory_order_seq_cst);
-    if (__atomic_load_n(&l->seen, __ATOMIC_RELAXED) < v && loop_read(c, r_lane) < v)
-        kick(c); /* neither the native thread nor the loop saw it yet (a backstop after a seen value wakes no one) */
-    wake_native(c);
+    int detached = w->detached;
+    pthread_mutex_unlock(&w->mu);
+    if (detached)
+        waiter_free(w);
+    return 0;
+}
+
+/* A new waiter of the lane, or 0 with *rc: the driver's error (an event not made: the context's
+ * fault, say), or out of memory, or no thread. */
+static lwaiter_t *waiter_new(core_t *c, int lane, CUresult *rc) {
+    cuda_hw *hw = c->hw;
+    lwaiter_t *w = calloc(1, sizeof *w);
+    *rc = 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    if (!w)
+        return 0;
+    w->c = c;
+    w->lane = lane;
+    w->ctx = hw->ctx;
+    w->set_current = hw->cu.ctx_set_current;
+    w->sync = hw->cu.event_synchronize;
+    w->destroy = hw->cu.event_destroy;
+    w->busy = -1;
+    pthread_mutex_init(&w->mu, 0);
+    for (int e = 0; e < 2; e++)
+        if ((*rc = hw->cu.event_create(&w->ev[e], 3))) { /* CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING */
+            waiter_free(w);
+            return 0;
+        }
+    if (pthread_create(&w->th, 0, waiter_run, w)) {
+        *rc = 304; /* CUDA_ERROR_OPERATING_SYSTEM */
+        waiter_free(w);
+        return 0;
+    }
+    *rc = 0;
+    return w;
+}
+
+/* The backstop by the lane's waiter: an event behind the lane's work so far. */
+static int event_backstop(core_t *c, lane_t *l, uint64_t v) {
+    cuda_hw *hw = c->hw;
+    int i = (int)(l - c->lanes);
+    lwaiter_t *w = hw->waiter[i];
+    CUresult rc = 0;
+    if (!w && !(w = hw->waiter[i] = waiter_new(c, i, &rc)))
+        return rc;
+    pthread_mutex_lock(&w->mu);
+    int e = w->busy == 0 ? 1 : 0;
+    rc = hw->cu.event_record(w->ev[e], l->hw);
+    if (!rc) {
+        w->want = v;
+        w->want_ev = e;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!rc) {
+        atomic_fetch_add(&w->fw, 1);
+        futex(&w->fw, FUTEX_WAKE_PRIVATE, 1, 0);
+        stat_add(c, S_EVENT_WAITS);
+    }
+    return rc;
+}
+
+/* The core stopped (its thread joined): end the waiters.  One inside the driver is left to end
+ * by itself (its work may never end); the rest are joined, their events destroyed. */
+static void cuda_stopped(core_t *c) {
+    cuda_hw *hw = c->hw;
+    for (int i = 0; i < c->nlanes; i++) {
+        lwaiter_t *w = hw->waiter[i];
+        if (!w)
+            continue;
+        hw->waiter[i] = 0;
+        pthread_mutex_lock(&w->mu);
+        w->stop = 1;
+        int inside = w->busy >= 0;
+        w->detached = inside;
+        pthread_mutex_unlock(&w->mu);
+        atomic_fetch_add(&w->fw, 1);
+        futex(&w->fw, FUTEX_WAKE_PRIVATE, 1, 0);
+        if (inside) {
+            pthread_detach(w->th);
+        } else {
+            pthread_join(w->th, 0);
+            waiter_free(w);
+        }
+    }
 }
 
 /* A host function that writes v once the work before it ran. */
 static int cuda_backstop(core_t *c, lane_t *l, uint64_t v) {
+    if (((cuda_hw *)c->hw)->waiters)
+        return event_backstop(c, l, v);
     hrec_t *r = malloc(sizeof *r);
     if (!r)
         return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
@@ -201,6 +369,7 @@ static const lane_ops CUDA_LANES = {
     .signal = cuda_write_signal,
     .backstop = cuda_backstop,
     .check_fault = cuda_check_fault,
+    .stopped = cuda_stopped,
     .destroy = cuda_destroy,
     /* The host function before a sleep on long work: the loop hears of the end even where the
      * prediction is late, and its time teaches the estimate (no GPU time here). */
@@ -217,6 +386,7 @@ static const lane_ops CUDA_STAMPED_LANES = {
     .backstop = cuda_backstop,
     .check_fault = cuda_check_fault,
     .stamp = cuda_stamp,
+    .stopped = cuda_stopped,
     .destroy = cuda_destroy,
     .early_backstop = 1,
 };
@@ -269,5 +439,15 @@ int arig_core_cuda_stamps(core_t *c, void *fn, uint64_t pairs, uint64_t pairs_de
     for (int i = 0; i < c->nlanes; i++)
         c->lanes[i].stamp_pair = (volatile uint64_t *)(uintptr_t)(pairs + 16 * (uint64_t)i);
     c->ops = &CUDA_STAMPED_LANES;
+    return 0;
+}
+
+/* Before arig_core_start, on a core with memory operations: backstops are blocking-sync events that
+ * a waiter thread per lane waits on, not host functions.  0, or 1 where the core has no memory
+ * operations (every signal a host function) or has started. */
+int arig_core_cuda_waiter(core_t *c) {
+    if ((c->ops != &CUDA_LANES && c->ops != &CUDA_STAMPED_LANES) || c->started)
+        return 1;
+    ((cuda_hw *)c->hw)->waiters = 1;
     return 0;
 }

@@ -50,7 +50,7 @@ import ctypes
 import time
 from collections import deque
 from ctypes import byref, c_int
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 
 from .._memory import never_free
@@ -109,14 +109,24 @@ class JoinSpec(Protocol):
 POLL_NS = 500_000
 
 
-def _backstop_of(how: str) -> tuple[bool, int]:
-    """``ARIG_CUDA_BACKSTOP``'s value as (early backstop, poll period in ns); a clear error otherwise."""
+class Watch(NamedTuple):
+    """How the native core watches long CUDA work (``ARIG_CUDA_BACKSTOP``)."""
+
+    waiter: bool  # backstops are blocking-sync events a waiter thread sits on (else host functions)
+    early: bool  # a backstop is asked for before each long sleep (else only when a spin gives up)
+    poll_ns: int  # the long sleep's first stage in naps of at most this (0: one sleep)
+
+
+def _backstop_of(how: str) -> Watch:
+    """``ARIG_CUDA_BACKSTOP``'s value as a ``Watch``; a clear error otherwise."""
+    if how == "event":
+        return Watch(True, True, 0)
     if how == "early":
-        return True, 0
+        return Watch(False, True, 0)
     name, colon, us = how.partition(":")
     if name == "poll" and (not colon or us.isdigit() and int(us) > 0):
-        return False, int(us) * 1000 if us else POLL_NS
-    raise ValueError(f"ARIG_CUDA_BACKSTOP={how!r}: say early, poll or poll:<microseconds>")
+        return Watch(False, False, int(us) * 1000 if us else POLL_NS)
+    raise ValueError(f"ARIG_CUDA_BACKSTOP={how!r}: say event, early, poll or poll:<microseconds>")
 
 
 class CudaNativeCompletion(NativeCompletion):
@@ -126,7 +136,7 @@ class CudaNativeCompletion(NativeCompletion):
     def __init__(self, owner: Any, ctx: int, streams: list[int], words: int, word_dev: int, memops: bool, spin_us: int,
                  stamps: Stamps | None = None) -> None:  # fmt: skip
         n = len(streams)
-        self.stamped = False
+        self.stamped = self.waiter = False
 
         def make(efd: int) -> _native.Core:
             core = _native.Core(
@@ -134,8 +144,9 @@ class CudaNativeCompletion(NativeCompletion):
                 memops, efd, spin_ns=spin_us * 1000, idle_ns=IDLE_SPIN_NS if spin_us else 0,
             )  # fmt: skip
             self.stamped = stamps is not None and memops and core.cuda_stamps(*stamps)
-            early, poll_ns = _backstop_of(_env.CUDA_BACKSTOP)
-            core.tune(early, poll_ns)
+            watch = _backstop_of(_env.CUDA_BACKSTOP)
+            self.waiter = watch.waiter and memops and core.cuda_waiter()
+            core.tune(watch.early, watch.poll_ns)
             return core
 
         self._start(owner, n, memops, make, join=True)
@@ -143,7 +154,8 @@ class CudaNativeCompletion(NativeCompletion):
     @property
     def description(self) -> str:
         word = ("GPU-written word" + (" (long work's with the GPU's time), " if self.stamped else ", ")) if self._memops else "host-function-written word, "
-        return "native core: " + word + "bounded spin, host-function backstop, eventfd"
+        backstop = "blocking-event backstop" if self.waiter else "host-function backstop"
+        return "native core: " + word + f"bounded spin, {backstop}, eventfd"
 
     def _error(self, code: int, lane: int, v: int) -> BaseException:
         """The exception of the failure the core found (its code, lane and value)."""

@@ -18,6 +18,12 @@ from ...cuda._lib import _PROTOS, CudaUnavailable
 from ._objects import _NO_INIT_NEEDED, Call, FakeGpu, Fault, _addr, _Alloc, _Context, _Event, _fail_if, _Func, _handles, _Owned, _put, _Rc, _Stream
 
 
+#: Every thunk handed out, kept for the life of the process: C may call a driver function from a
+#: thread that outlives the fake (a native core's waiter left inside cuEventSynchronize on work that
+#: hung returns from it later), as libcuda's functions never go away.
+_IMMORTAL: list[Any] = []
+
+
 class _Driver:
     """What every area of the fake driver shares: the tables, the lock, the dispatch."""
 
@@ -65,6 +71,7 @@ class _Driver:
             restype, argtypes = _PROTOS[name]
             proto = ctypes.CFUNCTYPE(restype, *(c_void_p if t is c_char_p else t for t in argtypes))
             self._thunks[name] = proto(lambda *a: self._call(name, a, check=False))
+            _IMMORTAL.append(self._thunks[name])
         return ctypes.cast(self._thunks[name], c_void_p).value
 
     def __getattr__(self, name: str) -> Any:

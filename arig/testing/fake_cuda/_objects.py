@@ -92,6 +92,7 @@ class _Event:
     ctx: _Context
     recorded: int = 0  # records made (cuEventRecord)
     done: int = 0  # records the fake GPU has reached
+    stream: _Stream | None = None  # the stream of the last record
 
 
 _Alloc = namedtuple("_Alloc", "buf size kind ctx")  # kind: "device", "host" or "mapped"

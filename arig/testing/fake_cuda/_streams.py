@@ -82,6 +82,7 @@ class _Streams(_Driver):
         ev, s = self._get(self.events, h), self._stream(sh, enqueue=True)
         _fail_if(ev.ctx is not s.ctx, 400)
         ev.recorded += 1
+        ev.stream = s
         n = ev.recorded
 
         def reach() -> None:
@@ -90,6 +91,14 @@ class _Streams(_Driver):
                 self._cond.notify_all()
 
         self._enqueue(s, reach)
+
+    def _cuEventSynchronize(self, h: Any) -> int:
+        """Block until the event's last record is reached (the fake's lock released meanwhile);
+        a fault of its context returns its error, the end of its context or stream 709."""
+        ev = self._get(self.events, h)
+        n, s = ev.recorded, ev.stream
+        self._cond.wait_for(lambda: ev.done >= n or bool(ev.ctx.faulted) or not ev.ctx.alive or (s is not None and not s.alive))
+        return 0 if ev.done >= n else ev.ctx.faulted or 709  # CUDA_ERROR_CONTEXT_IS_DESTROYED
 
     def _cuEventQuery(self, h: Any) -> int:
         ev = self._get(self.events, h)
