@@ -450,9 +450,13 @@ class CudaBackend(Resources, Gates, Backend, Adopts, WaitsEvents, Wraps):
     def prepare_adopted(self, q: AdoptedQueue, fill: Any, arg: Any) -> Any:
         """The item of a submission on an adopted queue: its fill on the user's stream, then the join."""
         assert self.completion is not None
-        join_event = self._adopted[q.handle].join_event  # q is that queue: the device checked it
+        mine = self._adopted[q.handle]  # q is that queue: the device checked it
         if fill is None:
-            return self.completion.join_item(_Join(q.handle, join_event, True))
+            item = mine.mark_item  # the loop's one step per marker: a join never changes
+            if item is None:
+                item = mine.mark_item = self.completion.join_item(_Join(q.handle, mine.join_event, True))
+            return item
+        join_event = mine.join_event
         if type(fill) in (Launch, Copy, _abi.Graph) or isinstance(fill, (int, ctypes._CFuncPtr)):  # type: ignore[attr-defined]
             raise ArigTypeError(
                 f"an adopted queue takes Python fills and None, not a {type(fill).__name__}: launch on the stream in a Python fill, or submit to dev.queues"

@@ -62,14 +62,16 @@ class CudaAdoptedQueue(AdoptedQueue, CudaQueue):
     given (an event recorded on it), and signals the value on the join lane:
     the user's stream itself gets no arig work but the event record.
     ``join_event`` holds that CUevent: made on first use by the thread that
-    enqueues, destroyed when the device closes.
+    enqueues, destroyed when the device closes.  ``mark_item`` is the device's
+    item of ``submit(None, queue=q)``, made once: the same join every time.
     """
 
-    __slots__ = ("join_event",)
+    __slots__ = ("join_event", "mark_item")
 
     def __init__(self, device: str, index: int, handle: int, source: Any) -> None:
         super().__init__(device, index, handle, source)
         self.join_event = ctypes.c_void_p(0)
+        self.mark_item: Any = None
 
 
 def _as_handle(value: Any, what: str) -> int:
