@@ -10,7 +10,9 @@ a ``torch.cuda.Stream``, then one of
 
 One task (latency, CPU per wait), then 64 tasks each with a stream of its
 own (completions/s, p99, CPU per completion).  Ratios are each method's
-over ``arig_adopt``, from this run.
+over ``arig_adopt``, from this run.  All four run on asyncio's default loop;
+then ``arig_adopt`` and ``torch_poll`` run again on uvloop and on
+``arig.new_event_loop()`` (``loops``), each beside the other on that loop.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from typing import Any
 import arig
 import arig.cuda
 
-from ._common import Config, concurrency_level, error_record, latency_block, log
+from ._common import Config, LoopUnavailable, concurrency_level, error_record, latency_block, log, loop_factory, run_in_loop
 from ._stats import ratio, summarize
 
 __all__ = ["run"]
 
 METHODS = ("arig_adopt", "arig_wait_event", "torch_executor", "torch_poll")
+#: The other loops, and the methods run on each (arig's adopted stream beside busy polling).
+OTHER_LOOPS = ("uvloop", "spin")
+LOOP_METHODS = ("arig_adopt", "torch_poll")
 TASKS = 64
 
 
@@ -113,6 +118,44 @@ def _counters(dev: Any) -> dict[str, int] | None:
     return dict(stats()) if callable(stats) else None
 
 
+def _log_method(where: str, method: str, r: dict[str, Any]) -> None:
+    if "error" not in r:
+        m = r[f"tasks_{TASKS}"]
+        log(
+            f"  interop {where}{method}: p50 {r['latency_us']['median']:.1f} us, cpu/wait {r['cpu_us_per_wait']:.1f} us; "
+            f"{TASKS} tasks {m['completions_per_s']:.0f}/s p99 {m['latency_us'].get('p99', 0):.0f} us cpu {m['cpu_us_per_completion'] or 0:.1f} us"
+        )
+    else:
+        log(f"  interop {where}{method}: {r['error']}")
+
+
+def _on_loops(cfg: Config, torch: Any) -> dict[str, Any]:
+    """``LOOP_METHODS`` on each of ``OTHER_LOOPS``, a fresh loop and device each: {loop: {method: result}},
+    and each loop's p50 and rate of ``arig_adopt`` over ``torch_poll``'s."""
+    out: dict[str, Any] = {}
+    for kind in OTHER_LOOPS:
+        try:
+            loop_factory(kind)
+        except LoopUnavailable as exc:
+            out[kind] = error_record(exc)
+            continue
+        rows: dict[str, Any] = {}
+        for method in LOOP_METHODS:
+            try:
+                rows[method] = run_in_loop(kind, _method, method, cfg, torch)
+            except Exception as exc:  # noqa: BLE001 - one method's failure is reported, the others still run
+                rows[method] = error_record(exc)
+            _log_method(f"{kind} ", method, rows[method])
+        a, p = rows.get("arig_adopt", {}), rows.get("torch_poll", {})
+        if "error" not in a and "error" not in p:
+            rows["adopt_over_poll"] = {
+                "p50": ratio(a["latency_us"], p["latency_us"]),
+                "completions_per_s": ratio(a[f"tasks_{TASKS}"]["completions_per_s"], p[f"tasks_{TASKS}"]["completions_per_s"]),
+            }
+        out[kind] = rows
+    return out
+
+
 def run(cfg: Config) -> dict[str, Any]:
     try:
         import torch
@@ -127,14 +170,7 @@ def run(cfg: Config) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - one method's failure is reported, the others still run
             r = error_record(exc)
         out["methods"][method] = r
-        if "error" not in r:
-            m = r[f"tasks_{TASKS}"]
-            log(
-                f"  interop {method}: p50 {r['latency_us']['median']:.1f} us, cpu/wait {r['cpu_us_per_wait']:.1f} us; "
-                f"{TASKS} tasks {m['completions_per_s']:.0f}/s p99 {m['latency_us'].get('p99', 0):.0f} us cpu {m['cpu_us_per_completion'] or 0:.1f} us"
-            )
-        else:
-            log(f"  interop {method}: {r['error']}")
+        _log_method("", method, r)
     base = out["methods"].get("arig_adopt", {})
     if "error" not in base:
         for r in out["methods"].values():
@@ -148,4 +184,5 @@ def run(cfg: Config) -> dict[str, Any]:
                 "p99": ratio(m["latency_us"].get("p99"), b["latency_us"].get("p99")),
                 "cpu_per_completion": ratio(m["cpu_us_per_completion"], b["cpu_us_per_completion"]),
             }
+    out["loops"] = _on_loops(cfg, torch)
     return out

@@ -243,7 +243,23 @@ def _interop_section(b: dict[str, Any]) -> list[str]:
         if per:
             lines.append(f"{name}, the native core's counters per wait (one task): " + ", ".join(f"{k} {v:.2f}" for k, v in per.items()))
             lines.append("")
+    loops = {"asyncio": io["methods"], **(io.get("loops") or {})}
+    lines += _md("9b. The adopted stream beside busy polling, on each loop (arig_adopt over torch_poll)",
+                 ["loop", "arig_adopt p50 µs", "torch_poll p50 µs", "p50 ×poll", "arig_adopt 64 tasks /s", "torch_poll 64 tasks /s", "/s ×poll"],
+                 [_loop_row(kind, rows) for kind, rows in loops.items()])
     return lines
+
+
+def _loop_row(kind: str, rows: dict[str, Any]) -> list[Any]:
+    a, p = rows.get("arig_adopt"), rows.get("torch_poll")
+    if not (isinstance(a, dict) and isinstance(p, dict) and "latency_us" in a and "latency_us" in p):
+        why = rows.get("error") or (a or {}).get("error") or (p or {}).get("error") or "skipped"
+        return [kind, "error: " + str(why)[:60], "", "", "", "", ""]
+    am, pm = a.get("tasks_64", {}), p.get("tasks_64", {})
+    p50 = dig(a, "latency_us", "median"), dig(p, "latency_us", "median")
+    rate = am.get("completions_per_s"), pm.get("completions_per_s")
+    return [kind, p50[0], p50[1], _ratio(p50[0] / p50[1] if p50[0] and p50[1] else None), rate[0], rate[1],
+            _ratio(rate[0] / rate[1] if rate[0] and rate[1] else None)]
 
 
 def _interop_row(name: str, r: dict[str, Any]) -> list[Any]:

@@ -120,6 +120,10 @@ step "the same slice of Python on the loop thread after it slept 0.05-50 ms, aga
 run probe_cold 30 $(( BENCH_MIN + 10 )) python3 scripts/probe_cold_wake.py
 step "how soon a thread blocked in cuEventSynchronize, and a host function, see work end (scripts/probe_event_wait.c)"
 run probe_event_wait 40 $(( BENCH_MIN + 10 )) bash -c 'gcc -O2 -o /tmp/probe_event_wait scripts/probe_event_wait.c -ldl -lpthread && /tmp/probe_event_wait arig/kernels/kernels.cubin 100'
+step "how long the GPU takes to join another library's stream: an event, a wait on a word, a write on that stream (scripts/probe_join.c)"
+run probe_join 20 $(( BENCH_MIN + 10 )) bash -c 'gcc -O2 -o /tmp/probe_join scripts/probe_join.c -ldl && /tmp/probe_join arig/kernels/kernels.cubin 2000'
+step "each library's own cost of waking a parked task, asyncio against trio, no arig (scripts/loop_floor.py)"
+run loop_floor 30 $(( BENCH_MIN + 10 )) python3 scripts/loop_floor.py --repeat 3
 step "the Python fill beside the Launch and torch's busy poll: one task, 32 in a row, 64 tasks (scripts/probe_python_fill.py)"
 run probe_pyfill 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_python_fill.py --repeat 1
 step "the demos' longest stall, split into the longest callback and the longest pass (scripts/probe_demo_stall.py)"
