@@ -44,6 +44,7 @@ from ._device_features import FeatureCalls
 from ._errors import ArigError, ArigTypeError, ArigValueError, DeviceHang, DeviceLost, DeviceStopped, OpenError, WrongLoopError, describe, forget_frames
 from ._fill import Work
 from ._hang_watch import HangWatch
+from ._inline import check_inline, run_inline
 from ._memory import Buffer, Image, refuse_closed
 from ._port import LoopPort, OnClose, port_of
 from ._running import running_loop
@@ -228,7 +229,7 @@ class Device(FeatureCalls):
         return qi
 
     # -- work --------------------------------------------------------------------
-    async def submit(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = (), after: Any = None) -> int:
+    async def submit(self, fill: Work, arg: Any = None, *, queue: Any = 0, keep: Any = (), after: Any = None, inline: bool = False) -> int:
         """Hand ``fill`` to the device; return the value its work completes on.
 
         ``fill(queue, arg, v)`` runs later on the device's submit thread.  This
@@ -241,13 +242,24 @@ class Device(FeatureCalls):
         ``after=[(other, v), ...]``: the work waits until each other device
         (of this loop) reached its value; a loss of one loses this device too
         (``arig._after`` says how, and what it refuses).
+        ``inline=True``: the Python ``fill`` runs now, on the loop's thread, with
+        a recorder as its ``queue``, and hands it one piece of arig work (a
+        ``Launch`` called with it, or ``queue.put(work)``), which the device
+        takes as if submitted itself: no thread hop.  The fill must not touch
+        the driver; one that raises or returns an error code assigns no value
+        and leaves the device usable (``arig._inline`` says why).
         """
         if get_ident() != self._tid or not self._running():
             self._check_loop()
         ins = self._ins
         if ins is not None:
+            given = fill
             fill, arg, keep = ins.before_submit(self, fill, arg, queue, keep)
-        if type(queue) is int and 0 <= queue < self._nqueues:
+            inline = inline and fill is given  # an instrument's substitute (a fault's) runs as submitted work
+        if inline:
+            qi = self._inline_queue(fill, queue)
+            item = None
+        elif type(queue) is int and 0 <= queue < self._nqueues:
             qi = queue
             item = self._prepare(fill, arg)
         elif isinstance(queue, AdoptedQueue):
@@ -261,6 +273,13 @@ class Device(FeatureCalls):
         if self._full():
             await self._sub.wait_space(self._check_usable)
             self._check_usable()
+        if inline:  # after the wait for room: from here to the hand-over nothing awaits
+            # The fill is synchronous and submit is async: nothing it can call assigns a value
+            # before its own, so v is the value its work gets.
+            rec = run_inline(fill, arg, self.queues[qi], tl.assigned + 1)
+            item = self._prepare(rec.work, rec.arg)
+            keep = (keep, fill, arg)  # the fill's own arg stays referenced as the work's does
+            fill, arg = rec.work, rec.arg
         # The fill, its arg and keep live until the value is reached (a native
         # fill is read by the device's own thread, after submit returned).
         held: Any
@@ -276,6 +295,14 @@ class Device(FeatureCalls):
         if ins is not None:
             ins.call("on_submit", self, v, fill, arg, qi)
         return v
+
+    def _inline_queue(self, fill: Any, queue: Any) -> int:
+        """The queue index of an inline submission (``submit(..., inline=True)``), its fill checked."""
+        if isinstance(queue, AdoptedQueue):
+            raise ArigValueError("an inline fill cannot run on an adopted queue: its work is arig's, run on the device's own queues")
+        check_inline(fill)
+        self._backend.check_fill(fill)
+        return queue if type(queue) is int and 0 <= queue < self._nqueues else self._queue_index(queue)
 
     def _hand_over(self, qi: int, item: Any, held: Any) -> int:
         """Assign the next value to ``item`` on lane ``qi`` and hand it to the submitter.

@@ -33,7 +33,7 @@ from .. import _env, _log
 
 __all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "NvTemplate", "NvSpec", "NvLaunchRecord", "NV_ERRORS", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS", "GAUGES"]
 
-ABI = 5
+ABI = 6
 CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 #: Counters of ``Core.stats()``, in order.
 STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries", "prewakes_again", "py_gates", "event_waits")
@@ -200,6 +200,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_loop_window": (None, (P, c_int64, P)),
         "arig_core_py_short": (None, (P, c_int64)),
         "arig_core_loop_lead": (None, (P, c_int64)),
+        "arig_core_wake_seed": (None, (P, c_int, c_int64)),
         "arig_core_push": (c_int, (P, c_uint32, c_uint64, c_uint64, c_uint64, c_uint64)),
         "arig_core_addr": (P, (P, c_int, c_int)),
         "arig_core_want_space": (None, (P,)),
@@ -383,6 +384,13 @@ class Core:
         """Loop thread: its steps from a pre-wake to its spin in the window take about ``ns``; the
         core's pre-wakes come that much earlier (at most 100 us)."""
         self._fast.arig_core_loop_lead(self.ptr, ns)
+
+    def wake_seed(self, bucket: int, ns: int) -> None:
+        """Any time: the loop's wake-up after a sleep of ``bucket``'s length (0: under 0.5 ms, 1:
+        under 3 ms, 2: longer) is taken to be ``ns`` from the native thread's next turn on, and
+        learned on from there (tests; a loop that measured its own wake-up).  Not capped: the next
+        pre-wake comes that far ahead; what the loop's wake teaches then is capped at 500 us."""
+        self._fast.arig_core_wake_seed(self.ptr, bucket, ns)
 
     def start(self) -> None:
         rc = self._fast.arig_core_start(self.ptr)

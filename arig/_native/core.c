@@ -373,6 +373,13 @@ static void prewake(core_t *c, uint64_t slept) {
  * native thread while a pre-wake is unlearned: the loop's first arm after it is its wake-up;
  * not armed yet, it takes at least this long. */
 static void learn_wake(core_t *c, uint64_t now) {
+    for (int b = 0; b < WAKE_BUCKETS; b++) {
+        int64_t seed = atomic_exchange(&c->wake_seed[b], 0);
+        if (seed > 0) {
+            c->wake_est[b] = (double)seed; /* above WAKE_EST_MAX_NS too: the first learning caps it */
+            c->wake_dev[b] = 0;
+        }
+    }
     if (!c->t_prewake)
         return;
     uint64_t armed_at = atomic_load(&c->t_armed);

@@ -162,6 +162,8 @@ struct core {
      * it had slept (WAKE_BUCKETS of them, core.c's wake_bucket): a vCPU idle for milliseconds
      * wakes several times slower than one idle for a hundred microseconds. */
     double wake_est[WAKE_BUCKETS], wake_dev[WAKE_BUCKETS]; /* mean and mean deviation */
+    /* A figure to start a bucket from (arig_core_wake_seed; 0: none), taken by the native thread. */
+    _Atomic int64_t wake_seed[WAKE_BUCKETS];
     int wake_bucket; /* the bucket of the pre-wake in t_prewake */
     uint64_t last_burst_end;  /* the native thread's: when the last burst signalled its lanes */
     uint64_t last_progress;   /* the native thread's: when a lane last progressed (or all went idle) */

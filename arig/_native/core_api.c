@@ -4,7 +4,7 @@
 #include "core.h"
 
 
-#define ARIG_CORE_ABI 5
+#define ARIG_CORE_ABI 6
 
 #ifndef ARIG_CORE_SOURCE
 #define ARIG_CORE_SOURCE "unknown"
@@ -104,6 +104,14 @@ void arig_core_loop_window(core_t *c, int64_t ahead_ns, const uint64_t *seen) {
 /* Loop thread: its steps from a pre-wake to its spin in the window take about ns (see struct core). */
 void arig_core_loop_lead(core_t *c, int64_t ns) {
     atomic_store_explicit(&c->loop_lead_ns, ns < 0 ? 0 : ns > LOOP_LEAD_MAX_NS ? LOOP_LEAD_MAX_NS : ns, memory_order_relaxed);
+}
+
+/* Any thread: start the loop's wake-up figure after a sleep of bucket's length (core.c's
+ * wake_bucket: 0 short, 1 mid, 2 long) from ns; the native thread takes it on its next turn and
+ * learns on from it.  For tests, and for a loop that measured its own wake-up. */
+void arig_core_wake_seed(core_t *c, int bucket, int64_t ns) {
+    if (bucket >= 0 && bucket < WAKE_BUCKETS && ns > 0)
+        atomic_store(&c->wake_seed[bucket], ns);
 }
 
 /* Loop thread: ask for a wake-up once the native thread takes items (then re-check). */

@@ -18,6 +18,7 @@ import ctypes
 import importlib.resources
 from typing import Any
 
+from .._inline import Recorder
 from .._launchspec import Args, LaunchSpec, ParamLayout, check_params, dims, pack
 from .._native import LAUNCH, LaunchRecord
 from ._lib import lib
@@ -58,7 +59,9 @@ class Launch(LaunchSpec):
     ``await dev.submit(launch)`` hands it to the device's native thread,
     which launches it without Python (the fast path).  From a Python fill,
     ``launch(stream)`` launches it there and returns the CUresult, so a fill
-    can ``return launch(queue)``.  Do not change a Launch (``set_args``)
+    can ``return launch(queue)``; called with an inline fill's recorder
+    (``submit(fill, arg, inline=True)``) it is recorded instead, and the
+    device launches it as if it had been submitted.  Do not change a Launch (``set_args``)
     while a submission of it is pending: the launch reads its arguments when
     it runs, not when it was submitted.  A submit of it is refused once its
     image is unloaded or a buffer given to ``pack`` for it is closed.
@@ -95,6 +98,8 @@ class Launch(LaunchSpec):
             self._extra = None
         self._rec.extra = None if self._extra is None else ctypes.addressof(self._extra)
 
-    def __call__(self, stream: int) -> int:
+    def __call__(self, stream: Any) -> int:
+        if type(stream) is Recorder:  # an inline fill's queue: the device launches it, as if submitted
+            return stream.put(self)
         g, b = self.grid, self.block
         return int(lib.cuLaunchKernel(self.func, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream, None, self._extra))

@@ -106,10 +106,11 @@ async def saxpy_checked(dev: arig.Device) -> None:
     assert dev.reached_at(v) is not None
 
 
-async def gapless_stores(dev: arig.Device, total: int, tasks: int, run_all: Any) -> None:
+async def gapless_stores(dev: arig.Device, total: int, tasks: int, run_all: Any, inline: bool = False) -> None:
     """``total`` submits from ``tasks`` tasks, each fill storing v*7+1 at out[v] for its own value v;
     the values are gapless and every store landed.  ``run_all(fns)`` runs the task functions
-    concurrently and returns once all ended (``asyncio.gather``, a trio nursery)."""
+    concurrently and returns once all ended (``asyncio.gather``, a trio nursery).  ``inline``: the
+    fills run inside ``submit`` (``inline=True``), each recording its launch."""
     img = await dev.load(shipped_image())
     out = await dev.alloc(8 * (total + 1))
     store = img.function("store")
@@ -118,7 +119,7 @@ async def gapless_stores(dev: arig.Device, total: int, tasks: int, run_all: Any)
     async def task(k: int) -> None:
         for _ in range(total // tasks + (1 if k < total % tasks else 0)):
             # The fill learns its own value v and stores v*7+1 at out[v].
-            v = await dev.submit(lambda s, a, v: Launch(store, 1, 1, pack(out, np.uint32(v), np.uint64(v * 7 + 1)))(s))
+            v = await dev.submit(lambda s, a, v: Launch(store, 1, 1, pack(out, np.uint32(v), np.uint64(v * 7 + 1)))(s), inline=inline)
             seen.append(v)
             if v % 97 == 0:
                 await dev.wait(v)

@@ -83,6 +83,19 @@ async def test_10000_submits_from_64_tasks_gapless_and_checked() -> None:
         await gapless_stores(dev, 10_000, 64, gather)
 
 
+@pytest.mark.asyncio
+async def test_10000_inline_submits_from_64_tasks_gapless_and_checked() -> None:
+    async def gather(fns: list[Any]) -> None:
+        await asyncio.gather(*(fn() for fn in fns))
+
+    async with await _open() as dev:
+        await gapless_stores(dev, 10_000, 64, gather, inline=True)
+        before = dev.submitted
+        with pytest.raises(arig.FillError, match="inline fill"):  # a code from an inline fill loses nothing
+            await dev.submit(lambda q, a, v: 1, inline=True)
+        assert dev.lost is None and dev.submitted == before
+
+
 C_FILL = r"""
 #include <stddef.h>
 #include <stdint.h>
