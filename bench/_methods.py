@@ -36,14 +36,15 @@ Op = Callable[[], Awaitable[Any]]
 
 class ArigGpu:
     """arig on GPU 0: ``v = await dev.submit(launch); await dev.wait(v)``, the native fast path
-    (``native=False``: ``dev.submit(launch_fill, launch)``, one Python fill per launch)."""
+    (``native=False``: ``dev.submit(launch_fill, launch)``, one Python fill per launch, run on the
+    submit thread; ``inline=True`` too: the same fill run inside ``submit``, ``inline=True``)."""
 
     name = "arig"
 
-    def __init__(self, dev: Any, image: Any, native: bool = True) -> None:
+    def __init__(self, dev: Any, image: Any, native: bool = True, inline: bool = False) -> None:
         from arig.cuda import Launch, pack
 
-        self.dev, self.image, self.native = dev, image, native
+        self.dev, self.image, self.native, self.inline = dev, image, native, inline and not native
         self.funcs = {n: image.function(n) for n in ("empty", "spin", "store", "step")}
         self.launches = {us: (Launch(self.funcs["empty"], 1, 1) if us == 0 else Launch(self.funcs["spin"], 1, 1, pack(np.uint64(us * 1000))))
                          for us in KERNEL_US}
@@ -52,6 +53,8 @@ class ArigGpu:
     def what(self) -> str:
         if self.native:
             return "v = await dev.submit(launch); await dev.wait(v): a prepared arig.cuda.Launch as the fill (launched without Python by the native core)"
+        if self.inline:
+            return "v = await dev.submit(launch_fill, launch, inline=True); await dev.wait(v): the Python fill run inside submit, its Launch recorded"
         return "v = await dev.submit(launch_fill, launch); await dev.wait(v): a Python fill calling a prepared arig.cuda.Launch"
 
     def launch_for(self, us: int) -> Any:
@@ -74,6 +77,14 @@ class ArigGpu:
                 t = reached_at(v)
                 return None if t is None else perf_counter() - t
 
+        elif self.inline:
+
+            async def op() -> float | None:
+                v = await submit(launch_fill, launch, inline=True)
+                await wait(v)
+                t = reached_at(v)
+                return None if t is None else perf_counter() - t
+
         else:
 
             async def op() -> float | None:
@@ -86,29 +97,29 @@ class ArigGpu:
 
 
 @contextlib.asynccontextmanager
-async def open_arig(stop_timeout: float = 10.0, native: bool = True) -> Any:
+async def open_arig(stop_timeout: float = 10.0, native: bool = True, inline: bool = False) -> Any:
     """An arig device on GPU 0 with the shipped cubin loaded, as an ``ArigGpu``."""
     import arig
     import arig.cuda
 
     async with await arig.open(arig.cuda.gpu(0), stop_timeout=stop_timeout) as dev:
         image = await dev.load(arig.cuda.shipped_image())
-        yield ArigGpu(dev, image, native=native)
+        yield ArigGpu(dev, image, native=native, inline=inline)
 
 
 #: Method kinds of benchmarks 1 and 2: what ``open_method`` makes.
-METHOD_KINDS = ("arig", "arig_pyfill", "raw_floor", "torch_executor", "torch_poll", "cupy_hostfunc")
+METHOD_KINDS = ("arig", "arig_pyfill", "arig_pyfill_inline", "raw_floor", "torch_executor", "torch_poll", "cupy_hostfunc")
 
 
 @contextlib.asynccontextmanager
 async def open_method(kind: str, name: str | None = None) -> Any:
     """A method of ``kind`` (``METHOD_KINDS``) for the running loop: a fresh arig device for
-    ``arig``/``arig_pyfill`` (stopped on exit), else a baseline (ImportError where its library is missing).
+    ``arig``/``arig_pyfill``/``arig_pyfill_inline`` (stopped on exit), else a baseline (ImportError where its library is missing).
     ``name`` (default ``kind``) becomes the method's ``name``; it also gets ``what``, ``loop`` and ``facts``."""
     from ._common import loop_name
 
-    if kind in ("arig", "arig_pyfill"):
-        async with open_arig(native=(kind == "arig")) as a:
+    if kind in ("arig", "arig_pyfill", "arig_pyfill_inline"):
+        async with open_arig(native=(kind == "arig"), inline=(kind == "arig_pyfill_inline")) as a:
             a.name = name or kind
             a.loop = loop_name()
             a.facts = gpu_facts(a.dev)

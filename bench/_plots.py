@@ -17,7 +17,7 @@ SWEEP_FILE = "sweep.png"
 #: One colour per method in every panel.
 COLORS = {"arig": "tab:blue", "arig GPU": "tab:blue", "arig host": "tab:cyan", "raw_floor": "tab:gray", "raw_ctypes": "tab:gray",
           "torch_executor": "tab:orange", "torch_poll": "tab:red", "cupy_hostfunc": "tab:purple", "arig_update": "tab:blue",
-          "arig_reinstantiate": "tab:green", "torch_cudagraph": "tab:orange", "arig_pyfill": "tab:olive", "arig_uvloop": "tab:green",
+          "arig_reinstantiate": "tab:green", "torch_cudagraph": "tab:orange", "arig_pyfill": "tab:olive", "arig_pyfill_inline": "yellowgreen", "arig_uvloop": "tab:green",
           "arig_spinloop": "navy", "torch_poll_uvloop": "tab:pink"}
 
 

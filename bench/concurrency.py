@@ -8,7 +8,7 @@ latency p50/p99, the event loop's longest stall (``arig._stall.StallMeter``)
 and process CPU per completion.  The sweep runs on the default asyncio loop
 with one device.  At 64 tasks, each in a fresh loop of its own (arig with a
 fresh device): arig on uvloop (``arig_uvloop``) and on ``arig.new_event_loop()``
-(``arig_spinloop``), arig through a Python fill (``arig_pyfill``), and the
+(``arig_spinloop``), arig through a Python fill (``arig_pyfill``; run inside ``submit``: ``arig_pyfill_inline``), and the
 baselines: the PyTorch executor and polling patterns (polling also on
 uvloop) and CuPy's host function (same empty kernel; see ``bench._methods``).
 ``arig_over_torch_poll``: each arig row's completions/s and CPU per
@@ -40,6 +40,7 @@ VARIANTS = {
     "arig_uvloop": ("arig", "uvloop"),
     "arig_spinloop": ("arig", "spin"),
     "arig_pyfill": ("arig_pyfill", "asyncio"),
+    "arig_pyfill_inline": ("arig_pyfill_inline", "asyncio"),
 }
 #: Baselines at ``BASELINE_TASKS`` tasks: name -> (method kind, loop).
 BASELINES = {

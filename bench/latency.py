@@ -7,6 +7,7 @@ Methods (``SPECS``; the ops are in ``bench._methods``):
   ``arig.cuda.Launch`` launched by arig's native submit thread (the fast path),
   on the default asyncio loop;
 * ``arig_pyfill``: the same through a Python fill, ``dev.submit(launch_fill, launch)``;
+* ``arig_pyfill_inline``: that fill run inside ``submit`` (``inline=True``), its ``Launch`` recorded;
 * ``arig_uvloop``, ``arig_spinloop``: ``arig`` on ``uvloop.new_event_loop()`` and on
   ``arig.new_event_loop()`` (spins briefly on arig's completion words before blocking);
 * ``raw_floor``: ctypes launch + ``cuStreamSynchronize``, no event loop;
@@ -53,6 +54,7 @@ class Spec:
 SPECS = (
     Spec("arig", "arig", "asyncio"),
     Spec("arig_pyfill", "arig_pyfill", "asyncio"),
+    Spec("arig_pyfill_inline", "arig_pyfill_inline", "asyncio"),
     Spec("arig_uvloop", "arig", "uvloop"),
     Spec("arig_spinloop", "arig", "spin"),
     Spec("raw_floor", "raw_floor", "asyncio"),

@@ -373,6 +373,10 @@ GOALS: tuple[tuple[str, str, tuple[str, ...], str, float, str], ...] = (
      ("latency", "methods", "arig_spinloop", "by_kernel_us", "0", "latency_us", "median"), "<=", 15.0, "µs"),
     ("spin_vs_torch_poll", "spin loop: empty round trip p50 ÷ torch busy poll's (latency: arig_spinloop / torch_poll, 0 µs)",
      ("latency", "methods", "arig_spinloop", "vs_torch_poll_0us"), "<=", 1.0, "×"),
+    ("pyfill_inline_rt", "Python fill run inside submit (inline=True): empty round trip p50 ÷ the Launch's (latency: arig_pyfill_inline / arig, 0 µs)",
+     ("latency", "methods", "arig_pyfill_inline", "vs_arig_0us"), "<=", 1.5, "×"),
+    ("pyfill_inline_conc64", "Python fill run inside submit: 64 tasks, completions/s ÷ torch busy poll's (concurrency)",
+     ("concurrency", "arig_over_torch_poll", "arig_pyfill_inline", "completions_per_s"), ">=", 1.0, "×"),
     ("graph_async_stall_10k", "10,000-kernel graph_async: longest loop stall p50 (loop)",
      ("loop", "graphs", "10000", "graph_async", "longest_stall_ms", "median"), "<", 5.0, "ms"),
 )
@@ -405,16 +409,18 @@ def _walk(b: Any, path: tuple[str, ...]) -> tuple[Any, str | None]:
 
 
 def _derived(b: dict[str, Any]) -> dict[str, Any]:
-    """Figures the goals need that no benchmark stores: spin loop over torch poll at 0 µs."""
+    """Figures the goals need that no benchmark stores: the spin loop over torch poll, and the
+    inline Python fill over the Launch, at 0 µs."""
     b = dict(b)
     lat = b.get("latency")
-    spin = dig(lat, "methods", "arig_spinloop", "by_kernel_us", "0", "latency_us", "median")
-    poll = dig(lat, "methods", "torch_poll", "by_kernel_us", "0", "latency_us", "median")
-    if isinstance(lat, dict) and spin is not None and poll:
-        lat = dict(lat)
-        lat["methods"] = dict(lat["methods"])
-        lat["methods"]["arig_spinloop"] = {**lat["methods"]["arig_spinloop"], "vs_torch_poll_0us": spin / poll}
-        b["latency"] = lat
+    p50 = lambda name: dig(lat, "methods", name, "by_kernel_us", "0", "latency_us", "median")  # noqa: E731
+    for name, base, key in (("arig_spinloop", "torch_poll", "vs_torch_poll_0us"), ("arig_pyfill_inline", "arig", "vs_arig_0us")):
+        mine, theirs = p50(name), p50(base)
+        if isinstance(lat, dict) and mine is not None and theirs:
+            lat = dict(lat)
+            lat["methods"] = dict(lat["methods"])
+            lat["methods"][name] = {**lat["methods"][name], key: mine / theirs}
+            b["latency"] = lat
     return b
 
 
