@@ -60,6 +60,13 @@ class Recorder:
         self.work, self.arg, self.taken = work, arg, True
         return 0
 
+    def put_launch(self, launch: LaunchSpec) -> int:
+        """``put`` of a launch, which is arig work by its type (``Launch.__call__`` with a recorder)."""
+        if self.taken:
+            raise ArigValueError("an inline fill hands arig one piece of work: put several kernels in a graph, or submit each")
+        self.work, self.taken = launch, True
+        return 0
+
     def __repr__(self) -> str:
         return f"<arig inline recorder for {self.queue!r}>"
 

@@ -55,6 +55,7 @@ from .queue import AdoptedQueue, Queue
 __all__ = ["Backend", "Device", "Opener", "open", "open_devices", "DEFAULT_MAX_PENDING", "DEFAULT_STOP_TIMEOUT", "DEFERRED", "defers_work", "deferred_result", "fill_result", "callable_name"]
 
 _T = TypeVar("_T")
+_UNSEEN = object()  # no fill is this: the default of the inline fills' cache
 
 #: Submissions that may wait for the submit thread before ``submit`` waits.
 DEFAULT_MAX_PENDING = 1024
@@ -87,6 +88,7 @@ class Device(FeatureCalls):
     _put: Any
     _full: Any
     _prepare: Any
+    _inline_checked: dict[int, Any]  # id -> an inline fill checked once (kept, so the id stays its)
     _backend: Backend
     _tl: Timeline
     _loop: Any  # what runs the device: an asyncio loop, or a trio run's port (arig._running)
@@ -135,6 +137,7 @@ class Device(FeatureCalls):
         self._put = sub.put
         self._full = sub.full
         self._prepare = backend.prepare
+        self._inline_checked = {}
 
         def on_fail() -> None:  # no reference to the device: see the finalizer below
             st.failed = True
@@ -273,17 +276,18 @@ class Device(FeatureCalls):
         if self._full():
             await self._sub.wait_space(self._check_usable)
             self._check_usable()
+        held: Any
         if inline:  # after the wait for room: from here to the hand-over nothing awaits
             # The fill is synchronous and submit is async: nothing it can call assigns a value
             # before its own, so v is the value its work gets.
             rec = run_inline(fill, arg, self.queues[qi], tl.assigned + 1)
             item = self._prepare(rec.work, rec.arg)
-            keep = (keep, fill, arg)  # the fill's own arg stays referenced as the work's does
+            refuse_closed(arg, keep, rec.arg)
+            held = (rec.work, rec.arg, keep, fill, arg)  # the fill and its own arg stay referenced as the work's
             fill, arg = rec.work, rec.arg
         # The fill, its arg and keep live until the value is reached (a native
         # fill is read by the device's own thread, after submit returned).
-        held: Any
-        if arg is None and (keep is None or (type(keep) is tuple and not keep)):
+        elif arg is None and (keep is None or (type(keep) is tuple and not keep)):
             held = fill
         else:
             refuse_closed(arg, keep)  # here, after any wait for room: a close during that wait counts
@@ -300,8 +304,12 @@ class Device(FeatureCalls):
         """The queue index of an inline submission (``submit(..., inline=True)``), its fill checked."""
         if isinstance(queue, AdoptedQueue):
             raise ArigValueError("an inline fill cannot run on an adopted queue: its work is arig's, run on the device's own queues")
-        check_inline(fill)
-        self._backend.check_fill(fill)
+        if self._inline_checked.get(id(fill), _UNSEEN) is not fill:
+            check_inline(fill)
+            self._backend.check_fill(fill)
+            if len(self._inline_checked) > 256:  # lambdas made per call: do not grow without bound
+                self._inline_checked.clear()
+            self._inline_checked[id(fill)] = fill
         return queue if type(queue) is int and 0 <= queue < self._nqueues else self._queue_index(queue)
 
     def _hand_over(self, qi: int, item: Any, held: Any) -> int:

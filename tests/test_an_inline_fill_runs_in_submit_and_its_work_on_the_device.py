@@ -83,6 +83,11 @@ async def test_a_failing_inline_fill_assigns_no_value_and_keeps_the_device(compl
                 await dev.submit(lambda q, a, v: q.put(ok, 1), inline=True)
             with pytest.raises(arig.ArigTypeError, match="cannot"):
                 await dev.submit(lambda q, a, v: arig.cuda.interop.stream_handle(q), inline=True)
+            gone = await dev.alloc(8, kind="pinned")
+            gone.close()
+            for arg, keep in ((gone, ()), (None, gone), (None, [gone])):  # the fill's own arg and keep are checked as any
+                with pytest.raises(arig.ArigValueError, match="closed"):
+                    await dev.submit(lambda q, a, v: ok(q), arg, keep=keep, inline=True)
             assert dev.submitted == before and dev.lost is None
             v = await dev.submit(lambda q, a, v: ok(q), inline=True)
             await asyncio.wait_for(dev.wait(v), T)

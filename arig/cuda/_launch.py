@@ -100,6 +100,6 @@ class Launch(LaunchSpec):
 
     def __call__(self, stream: Any) -> int:
         if type(stream) is Recorder:  # an inline fill's queue: the device launches it, as if submitted
-            return stream.put(self)
+            return stream.put_launch(self)
         g, b = self.grid, self.block
         return int(lib.cuLaunchKernel(self.func, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream, None, self._extra))
