@@ -6,6 +6,7 @@ One CUDA device, the shipped ``empty`` kernel.  Printed, each the median of ``--
   fill) and of ``dev.submit(launch)`` (the native path), in µs, and their ratio;
 * one task submitting ``BULK`` in a row, then waiting for the last: the time per submission, of
   Python fills and of the ``Launch`` (what a pipeline that enqueues several steps at once pays);
+* the same two with ``inline=True`` (the fill run inside ``submit``): one task, and 64 tasks;
 * 64 tasks each doing the same as the first: completions/s of both, and of torch's busy poll of the same
   empty kernel (``torch.cuda.Event.query()`` after ``await asyncio.sleep(0)``), the ratios, and the
   core's counters per completion of the Python fills (``py_gates``: gates the native thread opened
@@ -109,8 +110,11 @@ async def _row(seconds: float) -> dict[str, float]:
         async def native() -> None:
             await wait(await submit(launch))
 
+        async def inline() -> None:
+            await wait(await submit(launch_fill, launch, inline=True))
+
         core = dev._backend.completion.core
-        out = {"py_rt_us": await _one(dev, py, 3000), "launch_rt_us": await _one(dev, native, 3000)}
+        out = {"py_rt_us": await _one(dev, py, 3000), "launch_rt_us": await _one(dev, native, 3000), "inline_rt_us": await _one(dev, inline, 3000)}
         out["py_bulk_us"] = await _bulk(dev, launch_fill, launch, 200)
         out["launch_bulk_us"] = await _bulk(dev, launch, None, 200)
         s0 = core.stats()
@@ -120,6 +124,7 @@ async def _row(seconds: float) -> dict[str, float]:
         out["py_gates_per_fill"] = (s1["py_gates"] - s0["py_gates"]) / n if "py_gates" in s1 else float("nan")
         out["py_efd_per_fill"] = (s1["eventfd_writes"] - s0["eventfd_writes"]) / n
         out["launch_per_s"] = await _rate(lambda: native, seconds)
+        out["inline_per_s"] = await _rate(lambda: inline, seconds)
     try:
         out["torch_poll_per_s"] = await _rate(_torch_poll(), seconds)
     except ImportError:
@@ -150,6 +155,10 @@ def main() -> None:
         f" Python fill / poll {med['py_per_s'] / med['torch_poll_per_s']:.2f}x"
     )
     print(f"  per Python fill: {med['py_gates_per_fill']:.3f} gates, {med['py_efd_per_fill']:.3f} eventfd writes")
+    print(
+        f"  inline=True (the fill run inside submit): 1 task {med['inline_rt_us']:.1f} us ({med['inline_rt_us'] / med['launch_rt_us']:.2f}x the Launch);"
+        f" {TASKS} tasks {med['inline_per_s']:.0f}/s ({med['inline_per_s'] / med['torch_poll_per_s']:.2f}x torch busy poll)"
+    )
     for r in rows:
         print("  run:", {k: round(v, 3) for k, v in r.items()})
 
