@@ -277,7 +277,10 @@ class Device(FeatureCalls):
             await self._sub.wait_space(self._check_usable)
             self._check_usable()
         held: Any
+        waits = None
         if inline:  # after the wait for room: from here to the hand-over nothing awaits
+            if after is not None:
+                waits = check_after(after, self)  # before the fill runs: a refused after= runs nothing
             # The fill is synchronous and submit is async: nothing it can call assigns a value
             # before its own, so v is the value its work gets.
             rec = run_inline(fill, arg, self.queues[qi], tl.assigned + 1)
@@ -293,7 +296,7 @@ class Device(FeatureCalls):
             refuse_closed(arg, keep)  # here, after any wait for room: a close during that wait counts
             held = (fill, arg, keep)
         if after is not None:
-            v = hand_over_after(self, qi, fill, arg, item, held, check_after(after, self))
+            v = hand_over_after(self, qi, fill, arg, item, held, waits if waits is not None else check_after(after, self))
         else:
             v = self._hand_over(qi, item, held)
         if ins is not None:

@@ -18,6 +18,7 @@ import pytest
 
 import arig
 import arig.cuda
+import arig.host
 import arig.nvrm
 from arig.cuda import Launch, pack
 from arig.testing import FakeCuda, FakeNvrm, fail_next_fill
@@ -129,6 +130,31 @@ async def test_a_fault_armed_for_the_next_fill_fails_an_inline_one_as_any(comple
             with pytest.raises(arig.DeviceLost) as info:
                 await asyncio.wait_for(dev.wait(v), T)
             assert info.value.cause is err and ran == [] and dev.lost is err
+
+
+@pytest.mark.asyncio
+async def test_an_inline_fill_waits_after_another_device_and_a_bad_after_runs_nothing(completion: str) -> None:
+    with _use(FakeCuda()) as fake:
+        async with await _open() as dev, await arig.open(arig.host.cpu()) as host:
+            store, out, _img = await _store_setup(fake, dev)
+            gate = threading.Event()
+            hv = await host.submit(lambda q, a, v: q.enqueue(gate.wait, T))  # the host's work waits for the test
+            ran: list[int] = []
+
+            def fill(q: Any, a: Any, v: int) -> int:
+                ran.append(v)
+                return Launch(store, 1, 1, pack(out, np.uint32(1), np.uint64(v)))(q)
+
+            with pytest.raises(arig.ArigTypeError, match="after"):
+                await dev.submit(fill, inline=True, after=(host, hv))  # one pair, not a list of them
+            assert ran == [] and dev.submitted == 0
+            v = await dev.submit(fill, inline=True, after=[(host, hv)])
+            assert ran == [v]
+            await asyncio.sleep(0.05)
+            assert dev.reached < v, "the launch waits for the host's value"
+            gate.set()
+            await asyncio.wait_for(dev.wait(v), T)
+            assert out.numpy(np.uint64)[1] == v and host.reached == hv
 
 
 def test_an_inline_fill_under_trio(engine: str) -> None:
