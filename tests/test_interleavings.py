@@ -1,5 +1,6 @@
 """Random interleavings of submit, wait, cancel, stop and a failing fill, from
-many tasks at once, on a fresh host device per example.
+many tasks at once, on a fresh host device per example; inline submissions
+(``inline=True``: a marker, or a fill that raises inside ``submit``) among them.
 
 Invariants at the end of every example: nothing hangs; every wait returned
 or raised what the state at its call allowed; the values handed out are
@@ -43,7 +44,8 @@ wait_any_op = st.tuples(st.just("wait_any"), st.integers(0, 40))
 cancel_waiter_op = st.tuples(st.just("cancel_waiter"), st.integers(0, 40), st.integers(0, 3))
 sleep_op = st.tuples(st.just("sleep"), st.sampled_from([0, 0, 0.001, 0.005]))
 stop_op = st.tuples(st.just("stop"))
-op = st.one_of(submit_op, submit_op, submit_op, submit_cancel_op, wait_own_op, wait_any_op, cancel_waiter_op, sleep_op, stop_op)
+inline_op = st.tuples(st.just("inline"), st.integers(0, 2), st.booleans())  # (queue, its fill raises)
+op = st.one_of(submit_op, submit_op, submit_op, submit_cancel_op, wait_own_op, wait_any_op, cancel_waiter_op, sleep_op, stop_op, inline_op)
 
 scenarios = st.fixed_dictionaries(
     {
@@ -63,6 +65,7 @@ class Record:
     executed: list[tuple[int, int]] = field(default_factory=list)  # (queue, v), appended by the workers
     lock: threading.Lock = field(default_factory=threading.Lock)
     returned: list[int] = field(default_factory=list)
+    inline: list[int] = field(default_factory=list)  # values of inline markers (no work to record)
     refs: list[weakref.ref[Token]] = field(default_factory=list)
     submit_calls: int = 0
     failing_value: int | None = None
@@ -125,7 +128,7 @@ async def _checked_wait(dev: arig.Device, rec: Record, v: int) -> None:
         if v > dev.reached:
             rec.problems.append(f"wait({v}) returned with reached={dev.reached}")
         with rec.lock:
-            done = {x for _, x in rec.executed}
+            done = {x for _, x in rec.executed} | set(rec.inline)
         missing = [x for x in range(1, v + 1) if x not in done]
         if missing:
             rec.problems.append(f"wait({v}) returned before the work of {missing} ran")
@@ -151,6 +154,33 @@ async def _submit(dev: arig.Device, rec: Record, queue: int, delay: float, use_a
     rec.returned.append(v)
     if failing:
         rec.failing_value = v
+    return v
+
+
+async def _inline(dev: arig.Device, rec: Record, queue: int, raises: bool) -> int | None:
+    """An inline submission: a fill run inside submit that hands over a marker, or raises there."""
+    ran: list[int] = []
+
+    def fill(q: Any, arg: Any, v: int) -> int:
+        ran.append(v)
+        if raises:
+            raise Boom(f"inline fill {v}")
+        return int(q.put(None))
+
+    try:
+        v = await dev.submit(fill, queue=queue % len(dev.queues), inline=True)
+    except Boom:
+        if len(ran) != 1:
+            rec.problems.append(f"an inline fill raised into submit after running {len(ran)} times")
+        return None
+    except (arig.DeviceLost, arig.DeviceStopped) as exc:
+        if ran:
+            rec.problems.append(f"an inline fill ran (for {ran}), then submit raised {exc!r}")
+        return None
+    if raises or ran != [v]:
+        rec.problems.append(f"inline submit returned {v}; its fill ran for {ran} (raises={raises})")
+    rec.returned.append(v)
+    rec.inline.append(v)
     return v
 
 
@@ -185,6 +215,10 @@ async def _actor(dev: arig.Device, rec: Record, program: list[tuple[Any, ...]], 
             await asyncio.sleep(step[1])
         elif kind == "stop":
             await dev.stop()
+        elif kind == "inline":
+            v = await _inline(dev, rec, step[1], step[2])
+            if v is not None:
+                own.append(v)
 
 
 async def _scenario(params: dict[str, Any]) -> None:
@@ -224,16 +258,17 @@ async def _scenario(params: dict[str, Any]) -> None:
     with rec.lock:
         executed = list(rec.executed)
     values = [v for _, v in executed]
-    assert len(values) == len(set(values))
+    assert len(values) == len(set(values)) and not set(values) & set(rec.inline)
     for q in range(params["queues"]):
         on_q = [v for qi, v in executed if qi == q]
         assert on_q == sorted(on_q)
-    assert set(range(1, dev.reached + 1)) <= set(values)
+    done = set(values) | set(rec.inline)
+    assert set(range(1, dev.reached + 1)) <= done
     if rec.failing_value is None:
-        assert sorted(values) == list(range(1, n + 1))
+        assert sorted(values + rec.inline) == list(range(1, n + 1))
     else:
         assert rec.failing_value not in values
-        assert set(range(1, rec.failing_value)) <= set(values)
+        assert set(range(1, rec.failing_value)) <= done
 
     gc.collect()
     assert [r for r in rec.refs if r() is not None] == []
