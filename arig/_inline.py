@@ -6,7 +6,7 @@ it, and hands the device its work.  For a fill that only chooses arig work (a
 ``Launch`` called from Python, the usual first fill) those hand-offs cost more
 than the fill.  An inline fill is the opt-in contract that avoids them: it
 runs at once, on the loop's thread, with a :class:`Recorder` as its ``queue``;
-it may hand the recorder one piece of arig work (a ``Launch``, ``Copy``,
+it may hand the recorder one piece of arig work (a ``Launch``,
 graph, C fill or ``None``), which the device then takes as if it had been
 submitted itself, and must do nothing else that touches the device's driver.
 The loop thread still never calls the driver: the work is launched by the
@@ -55,7 +55,7 @@ class Recorder:
         if callable(work) and not _is_work(work):
             raise ArigTypeError(
                 f"an inline fill cannot hand over a Python callable ({type(work).__name__}): it hands arig work "
-                "(a Launch, Copy, graph or C fill); submit a Python fill without inline=True"
+                "(a Launch, a graph or a C fill); submit a Python fill without inline=True"
             )
         self.work, self.arg, self.taken = work, arg, True
         return 0

@@ -18,6 +18,7 @@ import pytest
 
 import arig
 import arig.cuda
+import arig.cuda_abi
 import arig.host
 import arig.nvrm
 from arig.cuda import Launch, pack
@@ -58,6 +59,11 @@ async def test_an_inline_fill_runs_on_the_loop_and_its_launch_on_the_device(comp
             v2 = await dev.submit(lambda q, a, v: None, inline=True)
             await asyncio.wait_for(dev.wait(v2), T)
             assert v2 == v + 1 and out.numpy(np.uint64)[5] == 55
+            # a graph, handed over with put
+            g = await dev.capability(arig.cuda_abi.KEY).graph_async([arig.cuda_abi.Kernel(store, 1, 1, pack(out, np.uint32(6), np.uint64(66)))])
+            v3 = await dev.submit(lambda q, a, v: q.put(a), g, inline=True)
+            await asyncio.wait_for(dev.wait(v3), T)
+            assert out.numpy(np.uint64)[6] == 66 and "cuGraphLaunch" in {c.name for c in fake.log}
 
 
 @pytest.mark.asyncio
