@@ -55,7 +55,6 @@ from .queue import AdoptedQueue, Queue
 __all__ = ["Backend", "Device", "Opener", "open", "open_devices", "DEFAULT_MAX_PENDING", "DEFAULT_STOP_TIMEOUT", "DEFERRED", "defers_work", "deferred_result", "fill_result", "callable_name"]
 
 _T = TypeVar("_T")
-_UNSEEN = object()  # no fill is this: the default of the inline fills' cache
 
 #: Submissions that may wait for the submit thread before ``submit`` waits.
 DEFAULT_MAX_PENDING = 1024
@@ -88,7 +87,7 @@ class Device(FeatureCalls):
     _put: Any
     _full: Any
     _prepare: Any
-    _inline_checked: dict[int, Any]  # id -> an inline fill checked once (kept, so the id stays its)
+    _inline_checked: dict[int, Any]  # id -> a weak reference to an inline fill checked once
     _backend: Backend
     _tl: Timeline
     _loop: Any  # what runs the device: an asyncio loop, or a trio run's port (arig._running)
@@ -307,12 +306,17 @@ class Device(FeatureCalls):
         """The queue index of an inline submission (``submit(..., inline=True)``), its fill checked."""
         if isinstance(queue, AdoptedQueue):
             raise ArigValueError("an inline fill cannot run on an adopted queue: its work is arig's, run on the device's own queues")
-        if self._inline_checked.get(id(fill), _UNSEEN) is not fill:
+        seen = self._inline_checked.get(id(fill))
+        if seen is None or seen() is not fill:
             check_inline(fill)
             self._backend.check_fill(fill)
             if len(self._inline_checked) > 256:  # lambdas made per call: do not grow without bound
                 self._inline_checked.clear()
-            self._inline_checked[id(fill)] = fill
+            try:
+                # Weakly: a fill's closure may hold the caller's buffers, which the cache must not keep.
+                self._inline_checked[id(fill)] = weakref.ref(fill)
+            except TypeError:
+                pass  # a callable that takes no weak reference is checked each time
         return queue if type(queue) is int and 0 <= queue < self._nqueues else self._queue_index(queue)
 
     def _hand_over(self, qi: int, item: Any, held: Any) -> int:

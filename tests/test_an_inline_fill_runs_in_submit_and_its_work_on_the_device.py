@@ -8,8 +8,10 @@ engines, and the NV device over ``FakeNvrm``."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import struct
 import threading
+import weakref
 from typing import Any
 
 import anyio
@@ -161,6 +163,32 @@ async def test_an_inline_fill_waits_after_another_device_and_a_bad_after_runs_no
             gate.set()
             await asyncio.wait_for(dev.wait(v), T)
             assert out.numpy(np.uint64)[1] == v and host.reached == hv
+
+
+@pytest.mark.asyncio
+async def test_an_inline_fill_and_what_it_holds_are_released_once_reached(completion: str) -> None:
+    """Each inline fill is checked once per device, but the device keeps neither it nor its
+    closure past the value it ran for."""
+    with _use(FakeCuda()) as fake:
+        async with await _open() as dev:
+            store, out, _img = await _store_setup(fake, dev)
+
+            class Held:
+                pass
+
+            held = Held()
+            gone = weakref.ref(held)
+
+            def fill(q: Any, a: Any, v: int, held: Held = held) -> int:
+                return Launch(store, 1, 1, pack(out, np.uint32(7), np.uint64(v)))(q)
+
+            vs = [await dev.submit(fill, inline=True) for _ in range(3)]  # checked once, run three times
+            await asyncio.wait_for(dev.wait(vs[-1]), T)
+            assert out.numpy(np.uint64)[7] == vs[-1]
+            fills = weakref.ref(fill)
+            del fill, held
+            gc.collect()
+            assert fills() is None and gone() is None
 
 
 def test_an_inline_fill_under_trio(engine: str) -> None:
