@@ -34,6 +34,8 @@ from ._launchspec import LaunchSpec
 
 __all__ = ["Recorder", "check_inline", "run_inline"]
 
+_ONE_PIECE = "an inline fill hands arig one piece of work: put several kernels in a graph, or submit each"
+
 
 class Recorder:
     """The ``queue`` an inline fill receives: ``put(work, arg=None)`` hands the device the fill's
@@ -51,7 +53,7 @@ class Recorder:
     def put(self, work: Any, arg: Any = None) -> int:
         """Record ``work`` (with its ``arg``) as the fill's work; 0, for a fill that returns it."""
         if self.taken:
-            raise ArigValueError("an inline fill hands arig one piece of work: put several kernels in a graph, or submit each")
+            raise ArigValueError(_ONE_PIECE)
         if callable(work) and not _is_work(work):
             raise ArigTypeError(
                 f"an inline fill cannot hand over a Python callable ({type(work).__name__}): it hands arig work "
@@ -63,7 +65,7 @@ class Recorder:
     def put_launch(self, launch: LaunchSpec) -> int:
         """``put`` of a launch, which is arig work by its type (``Launch.__call__`` with a recorder)."""
         if self.taken:
-            raise ArigValueError("an inline fill hands arig one piece of work: put several kernels in a graph, or submit each")
+            raise ArigValueError(_ONE_PIECE)
         self.work, self.taken = launch, True
         return 0
 

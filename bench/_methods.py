@@ -77,18 +77,11 @@ class ArigGpu:
                 t = reached_at(v)
                 return None if t is None else perf_counter() - t
 
-        elif self.inline:
-
-            async def op() -> float | None:
-                v = await submit(launch_fill, launch, inline=True)
-                await wait(v)
-                t = reached_at(v)
-                return None if t is None else perf_counter() - t
-
         else:
+            inline = self.inline
 
             async def op() -> float | None:
-                v = await submit(launch_fill, launch)
+                v = await submit(launch_fill, launch, inline=inline)
                 await wait(v)
                 t = reached_at(v)
                 return None if t is None else perf_counter() - t

@@ -53,7 +53,7 @@ async def run_demo(opener: Any, tasks: int = 64, iters: int = 200, n: int = 4096
                     await dev.download(by, out)
                     bad = check(a, x, y, out)
                     if bad is not None:
-                        raise WrongResult(f"task {k}: saxpy result differs from numpy at [{bad}]: {out[bad]} != {a * x[bad] + y[bad]}")
+                        raise WrongResult(f"task {k}: saxpy result differs from numpy at [{bad}]: {out[bad]} != {check.want[bad]}")
                     y, out = out, y  # carry the device's rounding forward, as the device does
                     done += 1
             finally:

@@ -374,6 +374,10 @@ static void prewake(core_t *c, uint64_t slept) {
  * not armed yet, it takes at least this long. */
 static void learn_wake(core_t *c, uint64_t now) {
     for (int b = 0; b < WAKE_BUCKETS; b++) {
+        /* A plain load first: this runs on every turn, and a seed is rare (an exchange would write
+         * the line each time). */
+        if (atomic_load_explicit(&c->wake_seed[b], memory_order_relaxed) <= 0)
+            continue;
         int64_t seed = atomic_exchange(&c->wake_seed[b], 0);
         if (seed > 0) {
             c->wake_est[b] = (double)seed; /* above WAKE_EST_MAX_NS too: the first learning caps it */
