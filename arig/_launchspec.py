@@ -45,6 +45,16 @@ def dims(value: Any, what: str) -> tuple[int, int, int]:
     """A grid or block size as (x, y, z), each 1 .. 2**32-1; an int ``n`` means (n, 1, 1).
 
     Exactly three sizes otherwise: a shorter tuple is as likely a mistake as a shorthand."""
+    # The forms a launch is usually given, checked without the general path's calls: a launch
+    # is often made per call on the loop, where every microsecond of Python is the loop's.
+    t = type(value)
+    if t is int:
+        if 1 <= value <= U32:
+            return value, 1, 1
+    elif t is tuple and len(value) == 3:
+        x, y, z = value
+        if type(x) is int and type(y) is int and type(z) is int and 1 <= x <= U32 and 1 <= y <= U32 and 1 <= z <= U32:
+            return value  # type: ignore[no-any-return]
     n = _index(value)
     if n is not None:
         value = (n, 1, 1)
@@ -177,10 +187,19 @@ def _executable(address: int) -> int:
 # A kernel's parameters
 
 
+#: numpy scalar types seen by ``pack``, and their alignment: ``dtype.alignment`` looked up once per type.
+_ALIGN: dict[type, int] = {}
+
+
 def _bytes_of(value: Any) -> tuple[bytes, int]:
+    align = _ALIGN.get(type(value))
+    if align is not None:
+        return value.tobytes(), align
     if isinstance(value, Buffer):
         return int(value.address).to_bytes(8, "little"), 8
     if isinstance(value, np.generic) and not value.dtype.hasobject:
+        if type(value).__module__ == "numpy" and not isinstance(value, np.flexible) and len(_ALIGN) < 64:  # one layout per type
+            _ALIGN[type(value)] = value.dtype.alignment
         return value.tobytes(), value.dtype.alignment
     if isinstance(value, ctypes._SimpleCData):  # type: ignore[attr-defined,unused-ignore]
         return bytes(value), ctypes.alignment(value)
@@ -200,18 +219,30 @@ def pack(*values: Any) -> bytes:
     is closed.
     """
     out = bytearray()
+    uses = []
     for value in values:
+        if isinstance(value, Buffer):
+            uses.append(value._held)
         data, align = _bytes_of(value)
         out += b"\0" * (-len(out) % align)
         out += data
     packed = Packed(out)
-    packed.uses = tuple(v._held for v in values if isinstance(v, Buffer))
+    packed.uses = tuple(uses)
     return packed
+
+
+#: args_size's answers: a kernel's layout is one tuple for all its launches.
+_SIZES: dict[ParamLayout, int] = {}
 
 
 def args_size(layout: ParamLayout) -> int:
     """The bytes of arguments a kernel of ``layout`` takes: up to the end of its last parameter."""
-    return max((off + size for off, size in layout), default=0)
+    n = _SIZES.get(layout)
+    if n is None:
+        n = max((off + size for off, size in layout), default=0)
+        if len(_SIZES) < 4096:
+            _SIZES[layout] = n
+    return n
 
 
 def check_params(layout: ParamLayout, args: bytes, kernel: str) -> None:
@@ -243,6 +274,8 @@ class KernelImage(Image):
 
 
 def _func(func: Any) -> int:
+    if type(func) is int and 0 < func < _U64:
+        return func
     handle = _index(func)
     if handle is None:
         raise ArigTypeError(f"func must be a kernel's handle from image.function(name), an int; got {safe_repr(func)}")
@@ -252,6 +285,8 @@ def _func(func: Any) -> int:
 
 
 def _shared(shared: Any) -> int:
+    if type(shared) is int and 0 <= shared <= U32:
+        return shared
     n = _index(shared)
     if n is None or not 0 <= n <= U32:
         raise ArigValueError(f"shared must be an int in 0..2**32-1 (bytes of dynamic shared memory), got {safe_repr(shared)}")

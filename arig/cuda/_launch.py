@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.resources
+import struct
 from typing import Any
 
 from .._inline import Recorder
@@ -46,6 +47,20 @@ def layout_of(func: int) -> ParamLayout | None:
 _END, _BUFFER_POINTER, _BUFFER_SIZE = 0, 1, 2
 
 
+class _Block(ctypes.Structure):
+    """What a Launch hands the driver, in one allocation: the record the native thread reads,
+    ``cuLaunchKernel``'s ``extra`` array and the argument size it points at.  Made from bytes
+    (``_BLOCK``) in one copy: a launch is often made per call, on the loop."""
+
+    _fields_ = [("rec", LaunchRecord), ("extra", ctypes.c_void_p * 5), ("size", ctypes.c_size_t)]
+
+
+#: _Block's bytes: the record (func, grid, block, shared, pad, extra), the extra array, the size.
+_BLOCK = struct.Struct("<Q3I3IIIQ5QQ")
+assert _BLOCK.size == ctypes.sizeof(_Block) and _Block.rec.offset == 0
+_EXTRA_AT, _SIZE_AT = _Block.extra.offset, _Block.size.offset
+
+
 def check_args(func: int, args: bytes) -> None:
     """Raise ValueError if ``args`` does not match ``func``'s parameter layout (when known)."""
     layout = layout_of(func)
@@ -68,14 +83,16 @@ class Launch(LaunchSpec):
     """
 
     # _item is what the device's prepare hands the core, found by type(fill) is Launch.
-    __slots__ = ("_buf", "_size", "_extra", "_rec", "_addr", "_item", "__weakref__")
-    _extra: Any
+    __slots__ = ("_buf", "_blk", "_extra", "_rec", "_addr", "_item", "__weakref__")
+    _extra: int | None
 
     def __init__(self, func: int, grid: Any, block: Any, args: Args = b"", shared: int = 0) -> None:
         super().__init__(func, grid, block, args, shared)
         g, b = self.grid, self.block
-        self._rec = LaunchRecord(self.func, (g[0], g[1], g[2]), (b[0], b[1], b[2]), self.shared, 0, None)
-        self._addr = ctypes.addressof(self._rec)
+        blk = self._blk = _Block.from_buffer_copy(
+            _BLOCK.pack(self.func, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, 0, 0, _BUFFER_POINTER, 0, _BUFFER_SIZE, 0, _END, 0))
+        self._rec = blk.rec  # at the block's start: the native core reads it at _addr
+        self._addr = ctypes.addressof(blk)
         self._item = (LAUNCH, self._addr, 0, 0)  # what the native core is handed
         self._point_at(self.args)
 
@@ -91,12 +108,16 @@ class Launch(LaunchSpec):
     def _point_at(self, args: bytes) -> None:
         """Make the record's ``extra`` array point at a copy of ``args`` that this Launch keeps alive."""
         self._buf = ctypes.create_string_buffer(args, max(len(args), 1))
-        self._size = ctypes.c_size_t(len(args))
+        blk, base = self._blk, self._addr
+        blk.size = len(args)
         if args:
-            self._extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(self._buf), _BUFFER_SIZE, ctypes.addressof(self._size), _END)
+            extra = blk.extra
+            extra[1] = ctypes.addressof(self._buf)
+            extra[3] = base + _SIZE_AT
+            self._extra = base + _EXTRA_AT
         else:
             self._extra = None
-        self._rec.extra = None if self._extra is None else ctypes.addressof(self._extra)
+        blk.rec.extra = self._extra
 
     def __call__(self, stream: Any) -> int:
         if type(stream) is Recorder:  # an inline fill's queue: the device launches it, as if submitted
