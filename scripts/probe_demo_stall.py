@@ -36,7 +36,7 @@ class _Timed:
         self.longest = 0.0
         self.where = ""
         self.slow = 0
-        self.passes: list[tuple[float, int]] = []
+        self.passes: list[tuple[float, int, int]] = []  # (seconds, callbacks ready, index)
 
     def install(self) -> None:
         run, once = asyncio.events.Handle._run, asyncio.base_events.BaseEventLoop._run_once
@@ -58,7 +58,7 @@ class _Timed:
             n, t = len(loop._ready), _pc()
             once(loop)
             if timed.on:
-                timed.passes.append((_pc() - t, n))
+                timed.passes.append((_pc() - t, n, len(timed.passes)))
 
         async def _enter(meter: Any) -> Any:
             r = await enter(meter)
@@ -95,7 +95,7 @@ def main() -> None:
         passes = sorted(timed.passes, reverse=True)[:5]
         print(f"{r['device']}: {r['saxpys_per_s']:.0f} saxpys/s, longest event-loop stall {r['longest_loop_stall_ms']:.2f} ms")
         print(f"  longest single callback {timed.longest * 1e3:.2f} ms ({timed.where}); callbacks over 1 ms: {timed.slow}")
-        print("  longest passes, ms (callbacks ready at the start):", ", ".join(f"{d * 1e3:.2f} ({n})" for d, n in passes))
+        print(f"  longest passes of {len(timed.passes)}, ms (callbacks ready at the start, which pass):", ", ".join(f"{d * 1e3:.2f} ({n}, #{i})" for d, n, i in passes))
 
 
 if __name__ == "__main__":
