@@ -18,7 +18,8 @@ zeroed before it and read back once after it (no readback between samples).
 * ``never_seen``: the first wait of work the engine has no prediction for (it predicts by kernel
   and grid, not arguments): every sample a grid no launch of the device had, at 1 and 10 ms;
 * ``tail``: 10,000 waits of mixed lengths (``TAIL_MIX``, fixed seed) on both devices, asyncio
-  and uvloop: p50/p99/p99.9/max lateness and how many were later than 1 ms.
+  and uvloop: p50/p99/p99.9/max lateness and how many were later than 1 ms; and the same waits
+  through PyTorch's busy poll (``torch_poll/asyncio``), the floor of a core that spins on them.
 
 Every part is sized against the run's ``--max-seconds`` (``Config.left``): a part that does not
 fit is skipped, and a tail that does not fit whole is shortened, with a note saying so.
@@ -303,10 +304,18 @@ async def _never_seen(kind: str, cfg: Config) -> dict[str, Any]:
         return out
 
 
+@contextlib.asynccontextmanager
+async def _torch_poll() -> AsyncIterator[TorchTarget]:
+    yield TorchTarget("poll")
+
+
 async def _tail(kind: str, loop: str, n: int, cfg: Config) -> dict[str, Any]:
+    """The mixed tail on an arig device (``kind`` ``cuda``/``nv``), or through PyTorch's busy poll
+    (``torch_poll``: the floor a core spinning on the completion reaches for the same work)."""
     lengths = tail_lengths(n)
-    async with _arig(kind) as target:
-        out = {**_about(target, loop), "n": n, "mix": {str(k): v for k, v in TAIL_MIX.items()}, "mix_mean_us": mix_mean_us(), "seed": TAIL_SEED}
+    async with (_torch_poll() if kind == "torch_poll" else _arig(kind)) as target:
+        about = _about(target, loop) if isinstance(target, ArigTarget) else {"kind": kind, "loop": loop, "loop_class": loop_name(), "torch": target.t.version}
+        out = {**about, "n": n, "mix": {str(k): v for k, v in TAIL_MIX.items()}, "mix_mean_us": mix_mean_us(), "seed": TAIL_SEED}
         await measure(target, tail_lengths(cfg.pick(300, 30), seed=TAIL_SEED + 1))  # warm-up: the mix's predictions settle
         m = await asyncio.wait_for(measure(target, lengths), 60 + seconds_of(lengths) * 3)
         late = _lateness(m, lengths)
@@ -385,7 +394,7 @@ def _never_seen_all(cfg: Config, out: dict[str, Any]) -> None:
 def _tails(cfg: Config, out: dict[str, Any]) -> None:
     want = TAIL_N[1 if cfg.quick else 0]
     per_wait = (mix_mean_us() + 150.0) / 1e6  # the wait, its lateness and the launch made before the block
-    runs = [(kind, loop) for kind in DEVICES for loop in TAIL_LOOPS]
+    runs = [(kind, loop) for kind in DEVICES for loop in TAIL_LOOPS] + [("torch_poll", "asyncio")]
     for j, (kind, loop) in enumerate(runs):
         name = f"{kind}/{loop}"
         share = (cfg.left() - RESERVE_S) / (len(runs) - j) - OPEN_S
