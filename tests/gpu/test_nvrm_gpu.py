@@ -141,13 +141,13 @@ def test_no_fd_leak_over_many_calls() -> None:
 def test_describe_facts() -> None:
     facts = nvrm.describe(0)
     assert facts["arch"] == "sm_90" and facts["chip"] == "GH100"
-    assert "H200" in str(facts["name"])
     assert str(facts["uuid"]).startswith("GPU-")
     assert facts["bus"] == nvrm.buses()[0]
     assert facts["hang_ms"] in (None, 30_000)
     assert isinstance(facts["bar1_size"], int) and facts["bar1_size"] > 0
     assert facts["memory_total"] == nvrm.usage(0).memory_total
-    uuid = smi("uuid")[0][0]
+    name, uuid = smi("name", "uuid")[0]
+    assert facts["name"] == name  # the driver's own name for this GPU, whichever Hopper it is
     assert facts["uuid"] == uuid
 
 
