@@ -3,8 +3,8 @@
 # wheels, the native core built in place, facts, top, the demos, the GPU tests, test_cuda_gpu.py again
 # with ARIG_NO_MEMOPS=1 and with ARIG_PURE=1, then the benchmarks; the bench table is printed last.
 # The first test run is watched (scripts/pytest_watched.sh): one that hangs at exit after its session is killed, its threads printed.
-# Writes under $OUT (7 files): suite.log (everything), gpu_tests.xml (the first test run),
-# bench/ (results.json, table.md, latency.png, concurrency.png, overhead.png).
+# Writes under $OUT (5 files, within the device tool's 8): suite.log (everything), gpu_tests.xml (the first
+# test run), bench/results.json, bench/table.md, and plots.tgz (the bench's plots, the example server's results).
 # Usage: bash scripts/gpu_suite.sh [--no-bench] [--tests PATH] [-k EXPR]
 #   -k EXPR narrows every test run (the first and the two forced-path runs); without it they run everything.
 # Every step has a timeout, capped so that the whole script ends within SUITE_SECONDS (default 540).
@@ -143,3 +143,7 @@ if [ "$BENCH" = 1 ] && [ -f "$OUT/bench/table.md" ]; then
 fi
 exec 1>&- 2>&-
 wait "$TEE_PID" 2>/dev/null || sleep 1
+# The device tool returns at most 8 files from $OUT: the plots and the example server's files go
+# into one archive (plots.tgz), beside suite.log, gpu_tests.xml, bench/results.json and bench/table.md.
+(cd "$OUT" && files=$(find bench serve -type f ! -name results.json ! -name table.md 2>/dev/null) \
+  && [ -n "$files" ] && tar czf plots.tgz $files && rm -f $files) || true
