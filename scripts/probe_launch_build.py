@@ -39,13 +39,16 @@ async def _time(opener: Any, load: Any, make: Any, n: int) -> float:
 
 
 @contextlib.contextmanager
-def _fakes(on: bool) -> Iterator[Any]:
+def fakes(on: bool) -> Iterator[Any]:
+    """Where ``on``: FakeCuda and FakeNvrm installed (the NV fake runs ``empty`` as a no-op), the
+    FakeCuda yielded for its images; else nothing installed, None.  Other probes' ``--fake`` too."""
     if not on:
         yield None
         return
     from arig.testing import FakeCuda, FakeNvrm
 
     cuda, nv = FakeCuda(), FakeNvrm()
+    nv.kernel("empty", lambda params, grid, block: None)
     with cuda.installed(), nv.installed():
         yield cuda
 
@@ -55,7 +58,7 @@ def main() -> None:
     p.add_argument("--fake", action="store_true")
     p.add_argument("--n", type=int, default=5000)
     a = p.parse_args()
-    with _fakes(a.fake) as fake:
+    with fakes(a.fake) as fake:
         cuda_image = (lambda: fake.image(saxpy=(lambda args: None, (4, 8, 8, 4)))) if fake else arig.cuda.shipped_image
         for name, opener, load, make in (("cuda", arig.cuda.gpu(0), cuda_image, arig.cuda.Launch),
                                          ("nv", arig.nvrm.gpu(0), CUBIN.read_bytes, arig.nvrm.Launch)):

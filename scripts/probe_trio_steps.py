@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ import trio.abc
 import arig
 import arig.cuda
 import arig.nvrm
+from probe_launch_build import fakes
 
 CUBIN = Path(arig.__file__).resolve().parent / "kernels" / "kernels.cubin"
 COUNTERS = ("eventfd_writes", "spin_hits", "spin_misses", "host_functions", "futex_wakes", "prewakes")
@@ -85,25 +84,12 @@ async def _round_trips(kind: str, fake: Any, n: int, ins: _Steps | None) -> str:
         await dev.stop()
 
 
-@contextlib.contextmanager
-def _fakes(on: bool) -> Iterator[Any]:
-    if not on:
-        yield None
-        return
-    from arig.testing import FakeCuda, FakeNvrm
-
-    cuda, nv = FakeCuda(), FakeNvrm()
-    nv.kernel("empty", lambda params, grid, block: None)
-    with cuda.installed(), nv.installed():
-        yield cuda
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fake", action="store_true")
     p.add_argument("--n", type=int, default=2000)
     a = p.parse_args()
-    with _fakes(a.fake) as fake:
+    with fakes(a.fake) as fake:
         for kind in ("cuda", "nv"):
             try:
                 print(f"{kind} asyncio: {asyncio.run(_round_trips(kind, fake, a.n, None))}")
