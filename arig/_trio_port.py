@@ -8,13 +8,13 @@ descriptors, so this module gives the port what asyncio gives for free:
   channel, no lock.  A waiter cancelled while parked cancels the future if
   it was its only waiter (as cancelling a task cancels the asyncio future it
   awaits); ``shielded()`` waits without that;
-* its posts (``arig._trio_future.Posts``): what other threads hand to the
-  run, run by a waiting task that leads them (it waits for the posts'
-  eventfd itself), else by trio's ``run_sync_soon``;
+* its hub (``arig._trio_hub``): one epoll fd holding the eventfd of what
+  other threads post to the run and every fd the port reads (a device's
+  eventfd), read by a waiting task that leads it, else by the hub's reader
+  task while the port reads any fd (trio serves one waiter per fd), else
+  posts go through trio's ``run_sync_soon``: no extra thread, no polling;
 * a timer task: one cancel scope whose deadline is the earliest timer,
   moved as timers come;
-* one reader task per watched fd, parked in ``wait_readable`` (trio serves
-  one waiter per fd, re-registered per wait): no extra thread, no polling;
 * a task that parks until the run ends.  trio cancels every system task
   once the main task returned; the port's other tasks are shielded from
   that, so that the shutdown jobs (``at_shutdown``: stopping the devices
@@ -44,7 +44,8 @@ import trio
 from . import _log
 from ._errors import ArigError, describe
 from ._port import LoopPort, OnClose
-from ._trio_future import Posts, TrioFuture, guarded
+from ._trio_future import TrioFuture
+from ._trio_hub import Hub, guarded
 
 __all__ = ["TrioPort", "TrioFuture", "current"]
 
@@ -85,15 +86,16 @@ class _Timer:
 class TrioPort(LoopPort):
     """The port of one trio run (see the module docstring)."""
 
-    __slots__ = ("token", "_posts", "_post", "_new", "_closed", "_readers", "_timers", "_ids", "_scope", "_hooks", "_tasks", "_jobs")
+    __slots__ = ("token", "_hub", "_post", "_new", "_closed", "_readers", "_reader", "_timers", "_ids", "_scope", "_hooks", "_tasks", "_jobs")
 
     def __init__(self, token: trio.lowlevel.TrioToken) -> None:
         self.token = token
-        self._posts = Posts(token.run_sync_soon)
-        self._post = self._posts.post
-        self._new = functools.partial(TrioFuture, self._posts)  # a future that may lead the posts
+        self._hub = Hub(token.run_sync_soon)
+        self._post = self._hub.post
+        self._new = functools.partial(TrioFuture, self._hub)  # a future that may lead the hub
         self._closed = False
-        self._readers: dict[int, trio.CancelScope] = {}
+        self._readers: set[int] = set()  # the fds read (in the hub's epoll set)
+        self._reader: trio.CancelScope | None = None  # the hub's reader task, while any fd is read
         self._timers: list[tuple[float, int, _Timer]] = []
         self._ids = itertools.count()
         self._scope: trio.CancelScope | None = None  # the timers' sleep: its deadline is the earliest timer
@@ -131,23 +133,21 @@ class TrioPort(LoopPort):
         return scope
 
     def add_reader(self, fd: int, fn: Callable[[], Any]) -> None:
-        if fd in self._readers:
-            self.remove_reader(fd)
-        box: list[trio.CancelScope] = []
-        self._readers[fd] = scope = self._start(_read, f"arig-reader-{fd}", fd, fn, box)
-        box.append(scope)  # before the reader first runs: it looks at its scope after each wait
-        self._posts.lead_ok = False  # a device's completions come through its reader now (see arig._trio_future)
+        if self._closed:
+            return
+        self._hub.add(fd, fn)
+        self._readers.add(fd)
+        if self._reader is None:
+            self._reader = self._start(self._hub.read, "arig-reader", self._hub.start_reading())
 
     def remove_reader(self, fd: int) -> None:
-        scope = self._readers.pop(fd, None)
-        if scope is None:
+        if fd not in self._readers:
             return
-        self._posts.lead_ok = not self._readers and not self._closed
-        scope.cancel()
-        try:
-            trio.lowlevel.notify_closing(fd)  # the fd may be closed next: trio must forget it now
-        except BaseException:  # noqa: BLE001 - the run is over: nothing watches the fd
-            pass
+        self._readers.discard(fd)
+        if self._hub.remove(fd) and self._reader is not None:  # no fd is read any more: the reader ends
+            self._hub.stop_reading()
+            self._reader.cancel()
+            self._reader = None
 
     def future_factory(self) -> Callable[[], Any]:
         return self._new
@@ -221,10 +221,11 @@ class TrioPort(LoopPort):
 
     def _close(self) -> None:
         self._closed = True
-        self._posts.close()
+        self._hub.close()
         self._scope = None
         self._timers = []
         self._readers.clear()
+        self._reader = None
         for scope in list(self._tasks):
             scope.cancel()
         hooks = list(self._hooks)
@@ -252,21 +253,6 @@ def _call_hook(fn: Callable[[], Any]) -> None:
 
 def _nothing(*_: Any) -> None:
     pass
-
-
-async def _read(fd: int, fn: Callable[[], Any], box: list[trio.CancelScope]) -> None:
-    """A reader: ``fn()`` each time ``fd`` is readable, until its scope (``box[0]``) is cancelled
-    (``remove_reader``).  Never after: a wait that returned in the same pass of the run as the
-    removal resumes the task before the cancel reaches it, and ``fn`` may read what its owner
-    freed right after the removal (as asyncio's ``remove_reader`` promises, no call comes later)."""
-    try:
-        while True:
-            await trio.lowlevel.wait_readable(fd)
-            if box[0].cancel_called:
-                return
-            guarded(fn, ())
-    except (trio.ClosedResourceError, OSError):
-        pass  # the fd was removed (notify_closing) or closed under the reader: nothing more to read
 
 
 async def _settle_with(coro: Coroutine[Any, Any, Any], fut: TrioFuture) -> None:

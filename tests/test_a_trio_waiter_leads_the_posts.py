@@ -1,13 +1,14 @@
 """A task waiting on a trio port's future may lead the port's posts (waits for the port's eventfd
 itself and runs what other threads posted): whatever way its wait ends (its result posted, set by
 another task or a timer, its cancellation, the run's end), nothing posted is lost or run twice, a
-cancelled leader cancels its own future only, and the next waiter leads again; no waiter leads
-while the port reads a device's fd."""
+cancelled leader cancels its own future only, and the next waiter leads again; a leader reads the
+port's device fds too, and the port's reader task reads them while no one leads."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 import trio
@@ -28,12 +29,12 @@ def test_a_waiter_leads_and_its_result_posted_from_a_thread_ends_its_wait() -> N
         port = running_loop()
         fut = port.create_future()
         led: list[Any] = []
-        port.call_later(0.01, lambda: led.append(port._posts.leader))
+        port.call_later(0.01, lambda: led.append(port._hub.leader))
         threading.Timer(0.03, port.post, (fut.set_result, 7)).start()
         with trio.fail_after(5):
             assert await fut == 7
         assert led == [trio.lowlevel.current_task()], "the waiter led the posts while it waited"
-        assert port._posts.leader is None, "a wait that ended leads no more"
+        assert port._hub.leader is None, "a wait that ended leads no more"
 
     trio.run(main)
 
@@ -55,7 +56,7 @@ def test_every_post_runs_once_in_order_whoever_leads_and_however_the_waits_end()
                 else:
                     with trio.move_on_after(0):  # cancelled: a leader cancels its own future
                         await fut
-                    assert fut.cancelled() and port._posts.leader is None
+                    assert fut.cancelled() and port._hub.leader is None
                     results += 1
                     continue
                 assert await fut == 1
@@ -80,7 +81,7 @@ def test_a_future_of_several_waiters_wakes_the_leader_and_the_parked_ones() -> N
             for _ in range(3):
                 n.start_soon(waits)
             await trio.sleep(0.01)
-            assert port._posts.leader is not None, "one of them leads"
+            assert port._hub.leader is not None, "one of them leads"
             threading.Thread(target=port.post, args=(fut.set_result, "x")).start()
         assert got == ["x", "x", "x"]
 
@@ -99,35 +100,117 @@ def test_a_leader_parked_when_the_posts_close_waits_on_and_gets_its_result() -> 
         async with trio.open_nursery() as n:
             n.start_soon(waits)
             await trio.sleep(0.01)
-            assert port._posts.leader is not None
-            port._posts.close()  # what the run's end does: the eventfd is closed under the leader
+            assert port._hub.leader is not None
+            port._hub.close()  # what the run's end does: the eventfd is closed under the leader
             await trio.sleep(0.01)
-            assert port._posts.leader is None and not fut.done()
+            assert port._hub.leader is None and not fut.done()
             fut.set_result(3)
         assert got == [3]
-        assert not port._posts.may_lead()
+        assert not port._hub.may_lead()
 
     trio.run(main)
 
 
-def test_no_waiter_leads_while_the_port_reads_a_devices_fd() -> None:
+def test_a_waiter_reads_a_devices_fd_in_its_own_task_and_the_reader_task_reads_it_when_no_one_waits() -> None:
     async def main() -> None:
         port = running_loop()
-        r, w = os.pipe()
+        efd = os.eventfd(0, os.EFD_NONBLOCK)
+        fut = port.create_future()
+        callers: list[Any] = []
+
+        def ready() -> None:
+            os.eventfd_read(efd)
+            callers.append(trio.lowlevel.current_task())
+            if not fut.done():
+                fut.set_result("fd")
+
         try:
-            port.add_reader(r, lambda: None)
-            fut = port.create_future()
-            threading.Timer(0.02, port.post, (fut.set_result, 1)).start()
-            leaders: list[Any] = []
-            port.call_later(0.01, lambda: leaders.append(port._posts.leader))
+            port.add_reader(efd, ready)
+            await trio.sleep(0.01)  # the reader task parks on the hub's fd: the next waiter cannot lead yet
+            threading.Timer(0.02, os.eventfd_write, (efd, 1)).start()
             with trio.fail_after(5):
-                assert await fut == 1
-            assert leaders == [None]
-            port.remove_reader(r)
-            assert port._posts.may_lead()
+                assert await fut == "fd"
+            assert callers[-1].name == "arig-reader", "no one led: the reader task read the fd"
+            fut = port.create_future()  # the reader task runs on its next turn: this waiter leads now
+            threading.Timer(0.02, os.eventfd_write, (efd, 1)).start()
+            with trio.fail_after(5):
+                assert await fut == "fd"
+            assert callers[-1] is trio.lowlevel.current_task(), "the waiter ran the fd's callback in its own task"
+            await trio.sleep(0)  # the reader task, woken by the leader's end, reads the fd again
+            os.eventfd_write(efd, 1)
+            with trio.fail_after(5):
+                while len(callers) < 3:
+                    await trio.sleep(0.001)
+            assert callers[-1] is not trio.lowlevel.current_task(), "with no waiter, the reader task read the fd"
+            port.remove_reader(efd)
+            assert port._hub.may_lead()
         finally:
-            os.close(r)
-            os.close(w)
+            os.close(efd)
+
+    trio.run(main)
+
+
+def test_every_write_of_a_devices_fd_and_every_post_reaches_the_waiters_whoever_reads_it() -> None:
+    """A thread completes values 1..N through an eventfd (as a native core does) and posts; 16 tasks
+    wait for their values, some cancelled: every value is delivered, in order, none lost."""
+    n = 3000
+
+    async def main() -> None:
+        port = running_loop()
+        efd = os.eventfd(0, os.EFD_NONBLOCK)
+        done = [0]  # written by the thread, read by the callback
+        delivered = [0]
+        waiting: dict[int, Any] = {}
+        posted: list[int] = []
+
+        def ready() -> None:
+            try:
+                os.eventfd_read(efd)
+            except BlockingIOError:
+                return
+            r = done[0]
+            for v in range(delivered[0] + 1, r + 1):
+                f = waiting.pop(v, None)
+                if f is not None and not f.done():
+                    f.set_result(v)
+            delivered[0] = max(delivered[0], r)
+
+        def completes() -> None:
+            for v in range(1, n + 1):
+                done[0] = v
+                os.eventfd_write(efd, 1)
+                if v % 7 == 0:
+                    port.post(posted.append, v)
+                if v % 50 == 0:
+                    time.sleep(0.0005)
+
+        async def waiter(k: int) -> None:
+            for v in range(k, n + 1, 16):
+                if v <= delivered[0]:
+                    continue
+                f = waiting[v] = port.create_future()
+                if v % 11 == 0:
+                    with trio.move_on_after(0):
+                        await f
+                    continue
+                assert await f == v
+
+        try:
+            port.add_reader(efd, ready)
+            t = threading.Thread(target=completes)
+            with trio.fail_after(30):
+                async with trio.open_nursery() as nursery:
+                    for k in range(1, 17):
+                        nursery.start_soon(waiter, k)
+                    await trio.sleep(0)
+                    t.start()
+                    await trio.to_thread.run_sync(t.join)
+                    while delivered[0] < n:
+                        await trio.sleep(0.001)
+            assert posted == list(range(7, n + 1, 7)), "each post ran once, in order"
+            port.remove_reader(efd)
+        finally:
+            os.close(efd)
 
     trio.run(main)
 

@@ -1,0 +1,276 @@
+"""The trio port's one file descriptor: what other threads post to the run, and every fd the port reads.
+
+Why one fd, and waiters that read it: trio serves one waiter per fd (``wait_readable``), and runs
+what another thread hands it (``TrioToken.run_sync_soon``) in a task of its own.  A completion that
+comes through a task of the port's own (a reader of a device's eventfd, trio's entry queue) costs
+that task's step and one more pass of trio's scheduler before the task waiting for it runs: about
+a third of a round trip's time on the run's thread.  Here the posts' eventfd and every fd the port
+reads (``add``) are in one epoll set, the hub's fd, and a task waiting on a
+:class:`~arig._trio_future.TrioFuture` may *lead*: it waits on the hub's fd itself, runs what became
+ready (the posts, the readers' callbacks) and returns at once when that resolved its own future.
+
+Who reads the hub's fd (the run's thread):
+
+* one leader at a time, a waiting task (``lead``);
+* else, while the port reads any fd, the hub's reader task (``read``): each time it runs it parks
+  on the hub's fd if no one leads, else it *stands by* (parks until the leader stops, which wakes
+  it).  A waiter leads only while the reader is not parked on the fd (trio would refuse a second
+  waiter), so leader and reader never wait on it together, and while the port reads any fd,
+  someone waits on the hub's fd or is due to run before trio next waits for I/O;
+* else no one: a post then hands a drain to ``run_sync_soon``.
+
+Posts (any thread to the run's thread): a post appends, then reads whether anyone reads the hub's
+fd (``leader``, ``_reader``): if so it writes the posts' eventfd, which that reader services before
+it waits again; if not it hands a drain to ``run_sync_soon``.  Whoever stops reading first says so
+and then drains (or hands a drain to ``run_sync_soon``): whatever was appended before a post saw a
+reader is run by that drain or by a reader's next pass.  Either way what is posted runs once, in
+the order posted, on the run's thread, and never raises into trio's scheduler (``guarded``); a
+leader runs it with KeyboardInterrupt deferred, as trio's own entry queue does.
+
+The readers' callbacks: called on the run's thread when their fd was readable in the epoll set's
+poll (level-triggered: a callback must consume what made its fd readable, as with asyncio's
+``add_reader``); never after ``remove`` (each is looked up as it is called).
+
+Threads: ``post`` from any thread; everything else on the run's thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import select
+import threading
+from collections.abc import Callable, Generator
+from typing import Any
+
+import trio
+
+from . import _log
+from ._errors import describe
+
+__all__ = ["Hub", "guarded", "PENDING"]
+
+#: A TrioFuture's state while it has no result (``arig._trio_future`` sets the others).
+PENDING = 0
+
+_current_task = trio.lowlevel.current_task
+_reschedule = trio.lowlevel.reschedule
+_wait_rescheduled = trio.lowlevel.wait_task_rescheduled
+_wait_readable = trio.lowlevel.wait_readable
+_SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
+_yield = trio.lowlevel.cancel_shielded_checkpoint
+# Typed here: some trio releases declare the decorator without types.
+_protect: Callable[[Callable[..., Any]], Callable[..., Any]] = trio.lowlevel.enable_ki_protection
+
+
+def guarded(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    """Call ``fn(*args)`` on the run's thread; an exception is logged, never raised into trio's scheduler."""
+    try:
+        fn(*args)
+    except BaseException as exc:  # noqa: BLE001 - asyncio's loop logs a callback's exception the same way
+        try:
+            _log.logger.error("exception in a callback of arig's trio port, %r: %s", fn, describe(exc), exc_info=(type(exc), exc, exc.__traceback__))
+        except Exception:  # noqa: BLE001 - a broken handler must not crash the run
+            pass
+
+
+class Hub:
+    """The port's posts and fds behind one epoll fd (see the module docstring)."""
+
+    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby")
+
+    def __init__(self, run_soon: Callable[..., Any]) -> None:
+        self._q: collections.deque[tuple[Callable[..., Any], tuple[Any, ...]]] = collections.deque()
+        self._run_soon = run_soon
+        #: The posts' eventfd, until the run ends (``close``); the lock keeps a post's write from
+        #: reaching its number once closed (and perhaps reused).
+        self._efd: int | None = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._ep = select.epoll()
+        self._ep.register(self._efd, select.EPOLLIN)
+        #: The hub's fd (the epoll set's), which leaders and the reader wait on; None once closed.
+        self.fd: int | None = self._ep.fileno()
+        self._lock = threading.Lock()
+        self._fns: dict[int, Callable[[], Any]] = {}
+        self.leader: Any = None  # the leading task
+        self.parked = False  # the leader waits on the fd (else it is running, and services before it waits)
+        self._reader: object | None = None  # the running reader task's token, while the port reads an fd
+        self.on_fd = False  # the reader waits on the fd: no waiter may lead
+        self._standby: Any = None  # the reader's task while it stands by for a leader
+
+    # -- any thread ---------------------------------------------------------------------------
+    def post(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """Any thread.  Raises what ``run_sync_soon`` raises once the run is over."""
+        self._q.append((fn, args))
+        if self.leader is not None or self._reader is not None:
+            self._wake()
+            return
+        self._run_soon(self.drain)
+
+    def _wake(self) -> None:
+        with self._lock:
+            if self._efd is not None:
+                os.eventfd_write(self._efd, 1)
+
+    # -- the run's thread ---------------------------------------------------------------------
+    def _drain(self) -> None:
+        """Run what is posted so far, in order; what is posted meanwhile waits for the next pass."""
+        q = self._q
+        for _ in range(len(q)):
+            fn, args = q.popleft()
+            guarded(fn, args)
+
+    # KeyboardInterrupt deferred while it runs, in a leader's task too (trio's entry queue runs protected).
+    drain = _protect(_drain)
+
+    def _service(self) -> None:
+        """The hub's fd was readable: run the posts and call the readers of the fds that are ready."""
+        try:
+            ready = self._ep.poll(0)
+        except (OSError, ValueError):  # closed meanwhile (the run ends): nothing is read any more
+            return
+        fns = self._fns
+        for fd, _ in ready:
+            if fd == self._efd:
+                try:
+                    os.eventfd_read(fd)
+                except OSError:  # noqa: S110 - read already (a wake-up a drain served)
+                    pass
+            else:
+                fn = fns.get(fd)  # looked up now: a callback may have removed a reader after the poll
+                if fn is not None:
+                    guarded(fn, ())
+        if self._q:
+            self._drain()
+
+    service = _protect(_service)
+
+    def add(self, fd: int, fn: Callable[[], Any]) -> None:
+        """Read ``fd``: ``fn()`` each time it is readable (its owner then starts the reader, ``read``)."""
+        if fd in self._fns:
+            self._fns[fd] = fn
+            return
+        self._ep.register(fd, select.EPOLLIN)
+        self._fns[fd] = fn
+
+    def remove(self, fd: int) -> bool:
+        """Read ``fd`` no more; True if no fd is read any more (its owner then stops the reader)."""
+        if self._fns.pop(fd, None) is not None:
+            try:
+                self._ep.unregister(fd)
+            except (OSError, ValueError):  # closed already (by its owner, or the hub at the run's end)
+                pass
+        return not self._fns
+
+    @property
+    def reading(self) -> bool:
+        return self._reader is not None
+
+    def start_reading(self) -> object:
+        """A reader task is about to start (its owner spawns ``read`` with this token)."""
+        token = self._reader = object()
+        return token
+
+    def stop_reading(self) -> None:
+        """The reader's task is cancelled (its owner cancels it after this): posts go through
+        ``run_sync_soon`` unless a leader reads; what was posted meanwhile is drained there."""
+        self._reader = None
+        self.on_fd = False  # its wait is aborted by the cancel, which comes next
+        if self._q:
+            self._run_soon(self.drain)
+
+    def may_lead(self) -> bool:
+        return self.leader is None and not self.on_fd and self.fd is not None
+
+    def lead(self, fut: Any) -> Generator[Any, Any, bool]:
+        """Lead while ``fut`` is pending: the caller's task waits on the hub's fd and services it;
+        it stops leading (and drains once more, and wakes the reader standing by) on its way out,
+        whatever the way.  False: the run ends (``close``) with ``fut`` still pending: the caller
+        waits for it as any waiter does."""
+        fd, q = self.fd, self._q
+        assert fd is not None
+        self.leader = _current_task()
+        try:
+            while True:
+                if q:  # (a drain costs a call through trio's KeyboardInterrupt guard)
+                    self.drain()
+                if fut._state != PENDING:
+                    return True
+                self.parked = True
+                try:
+                    yield from _wait_readable(fd).__await__()
+                except trio.ClosedResourceError:
+                    return False
+                finally:
+                    self.parked = False
+                self.service()
+        finally:
+            self.leader = None
+            standby, self._standby = self._standby, None
+            if standby is not None:
+                _reschedule(standby)  # the reader reads the fd again (or stands by for the next leader)
+            if q:
+                self.drain()
+
+    def rouse(self) -> None:
+        """The leader's future was resolved by someone else than its service: wake it."""
+        if self.parked:
+            self._wake()
+
+    async def read(self, token: object) -> None:
+        """The reader task: read the hub's fd while no one leads, until ``stop_reading``."""
+        try:
+            while self._reader is token and self.fd is not None:
+                if self.leader is not None:
+                    await self._stand_by()
+                    continue
+                self.on_fd = True
+                try:
+                    await _wait_readable(self.fd)
+                finally:
+                    if self._reader is token:
+                        self.on_fd = False
+                if self._reader is not token:  # never after stop_reading: a reader removed then is not called
+                    break
+                self._service()
+                # A task the service woke may wait again at once: let it lead.  The reader yields
+                # before it waits on the fd again, for two passes at most (trio runs the tasks of a
+                # pass in either order); meanwhile no one waits on the fd, but the reader is due to
+                # run, so trio does not block before it looks again.
+                for _ in range(2):
+                    if self.leader is not None or self._reader is not token:
+                        break
+                    await _yield()
+        except (trio.ClosedResourceError, OSError):
+            pass  # the run ends (close): nothing more to read
+        finally:
+            if self._reader is token:  # ended by the run's end, not by stop_reading
+                self._reader = None
+                if self._q:
+                    self._run_soon(self.drain)
+
+    async def _stand_by(self) -> None:
+        task = _current_task()
+        self._standby = task
+
+        def abort(_: Any) -> trio.lowlevel.Abort:
+            if self._standby is task:
+                self._standby = None
+            return _SUCCEEDED
+
+        await _wait_rescheduled(abort)
+
+    def close(self) -> None:
+        """The run ends: no one leads or reads any more, a leader parked now waits as any waiter
+        does and the reader ends (``notify_closing`` wakes them), and the fds are closed (run's thread)."""
+        fd, self.fd = self.fd, None
+        with self._lock:
+            efd, self._efd = self._efd, None
+        if fd is not None:
+            try:
+                trio.lowlevel.notify_closing(fd)
+            except BaseException:  # noqa: BLE001 - the run is over: nothing watches the fd
+                pass
+        self._fns.clear()
+        self._ep.close()
+        if efd is not None:
+            os.close(efd)
