@@ -212,9 +212,15 @@ def _trio_section(b: dict[str, Any]) -> list[str]:
     t = b.get("trio")
     if not (isinstance(t, dict) and t.get("rows")):
         return []
-    lines = _md("7c. The same devices under trio beside asyncio (anyio.run, each library's own run)",
+    rounds = t.get("rounds", 1)
+    lines = _md(f"7c. The same devices under trio beside asyncio (anyio.run, each library's own run; each figure the median of {rounds} alternating round(s))",
                 ["device/library", "empty p50 µs", "p99", "CPU/wait µs", "64 tasks /s", "CPU/completion µs", "1 ms late p50 µs", "10 ms late p50 µs"],
                 [_trio_row(name, r) for name, r in t["rows"].items()])
+    ratios = t.get("ratio")
+    if isinstance(ratios, dict) and ratios:
+        lines += _md("7d. trio's figure over asyncio's (the median of the rounds' ratios; 64 tasks: completions/s, below 1 is slower)",
+                     ["device", "empty p50", "64 tasks /s", "1 ms late p50", "10 ms late p50"],
+                     [[kind, r.get("empty_p50"), r.get("tasks_64"), r.get("late_1ms"), r.get("late_10ms")] for kind, r in ratios.items() if isinstance(r, dict)])
     for name, r in t["rows"].items():
         per = dig(r, "tasks_64", "per_completion") if isinstance(r, dict) else None
         if isinstance(per, dict) and per:
