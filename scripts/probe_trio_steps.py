@@ -8,7 +8,12 @@ spin hits and misses, the NV driver's interrupts among the backstops).  The same
 gives the round trip beside it.  ``--fake`` runs over FakeCuda and FakeNvrm (any machine; the
 fake's GPU is slow and its event fd stays readable for a millisecond, so its counts differ).
 
-Usage: python3 scripts/probe_trio_steps.py [--fake] [--n 2000]
+``--us 10000`` waits for a kernel that spins that long instead of the empty one (the length sweep's
+case; the fake's kernels do not spin).
+
+``--tasks 64`` runs that many tasks at once (n round trips in all): completions/s and CPU per completion.
+
+Usage: python3 scripts/probe_trio_steps.py [--fake] [--n 2000] [--us 0] [--tasks 1]
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
+import numpy as np
 import trio
 import trio.abc
 
@@ -47,38 +54,66 @@ class _Steps(trio.abc.Instrument):
             self.io_waits += 1
 
 
-async def _open(kind: str, fake: Any) -> tuple[arig.Device, Any]:
+async def _open(kind: str, fake: Any, us: int) -> tuple[arig.Device, Any]:
     if kind == "cuda":
         dev = await arig.open(arig.cuda.gpu(0))
-        img = await dev.load(fake.image(empty=(lambda a: None, ())) if fake is not None else arig.cuda.shipped_image())
-        return dev, arig.cuda.Launch(img.function("empty"), 1, 1)
-    dev = await arig.open(arig.nvrm.gpu(0))
-    img = await dev.load(CUBIN.read_bytes())
-    return dev, arig.nvrm.Launch(img.function("empty"), 1, 1)
+        img = await dev.load(fake.image(empty=(lambda a: None, ()), spin=(lambda a: None, (8,))) if fake is not None else arig.cuda.shipped_image())
+        L: Any = arig.cuda.Launch
+        pack: Any = arig.cuda.pack
+    else:
+        dev = await arig.open(arig.nvrm.gpu(0))
+        img = await dev.load(CUBIN.read_bytes())
+        L, pack = arig.nvrm.Launch, arig.nvrm.pack
+    if us == 0:
+        return dev, L(img.function("empty"), 1, 1)
+    return dev, L(img.function("spin"), 1, 1, pack(np.uint64(us * 1000)))
 
 
-async def _round_trips(kind: str, fake: Any, n: int, ins: _Steps | None) -> str:
-    dev, work = await _open(kind, fake)
+async def _round_trips(kind: str, fake: Any, n: int, us: int, tasks: int, ins: _Steps | None) -> str:
+    dev, work = await _open(kind, fake, us)
+    submit, wait = dev.submit, dev.wait
     try:
-        for _ in range(200):
-            await dev.wait(await dev.submit(work))
+        for _ in range(min(200, n)):
+            await wait(await submit(work))
         stats = dev._backend.completion.stats  # type: ignore[attr-defined]
         c0 = stats()
         if ins is not None:
             ins.on = True
-        t0 = time.perf_counter()
-        for _ in range(n):
-            await dev.wait(await dev.submit(work))
-        dt = time.perf_counter() - t0
+        lat: list[float] = []
+        pc = time.perf_counter
+
+        async def one(k: int) -> None:
+            for _ in range(k):
+                t = pc()
+                await wait(await submit(work))
+                lat.append(pc() - t)
+
+        t0, cpu0 = pc(), time.process_time()
+        if tasks == 1:
+            await one(n)
+        else:
+            async with anyio.create_task_group() as tg:
+                for _ in range(tasks):
+                    tg.start_soon(one, n // tasks)
+        dt, cpu = pc() - t0, time.process_time() - cpu0
         if ins is not None:
             ins.on = False
         c1 = stats()
-        out = f"{dt / n * 1e6:.1f} us per round trip; core per round trip: " + ", ".join(f"{k} {(c1[k] - c0[k]) / n:.2f}" for k in COUNTERS if k in c0)
+        done = len(lat)
+        if tasks == 1:
+            out = f"p50 {np.median(lat) * 1e6:.1f} us, mean {dt / done * 1e6:.1f} us per round trip"
+        else:
+            out = f"{tasks} tasks: {done / dt:,.0f} completions/s"
+        out += f", CPU {cpu / done * 1e6:.1f} us per completion; core per completion: " + ", ".join(f"{k} {(c1[k] - c0[k]) / done:.2f}" for k in COUNTERS if k in c0)
         if ins is not None:
             fds = {getattr(dev._backend.completion, "_efd", -1): "core eventfd", getattr(getattr(dev._backend, "events", None), "loop_fd", -2): "driver events"}  # type: ignore[attr-defined]
-            named = {name: (f"{name} ({fds.get(int(name.rsplit('-', 1)[1]), '?')})" if name.startswith("arig-reader-") else name) for name in ins.steps}
-            out += "\n    trio task steps per round trip: " + ", ".join(f"{named[k]} {v / n:.2f}" for k, v in ins.steps.most_common(6))
-            out += f"; I/O waits per round trip {ins.io_waits / n:.2f}"
+
+            def named(name: str) -> str:
+                tail = name.rsplit("-", 1)[-1]
+                return f"{name} ({fds.get(int(tail), '?')})" if name.startswith("arig-reader-") and tail.isdigit() else name
+
+            out += "\n    trio task steps per completion: " + ", ".join(f"{named(k)} {v / done:.2f}" for k, v in ins.steps.most_common(6))
+            out += f"; I/O waits per completion {ins.io_waits / done:.2f}"
         return out
     finally:
         await dev.stop()
@@ -88,13 +123,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fake", action="store_true")
     p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--us", type=int, default=0, help="the kernel's length (0: the empty kernel)")
+    p.add_argument("--tasks", type=int, default=1, help="tasks doing round trips at once (n in all)")
     a = p.parse_args()
     with fakes(a.fake) as fake:
         for kind in ("cuda", "nv"):
             try:
-                print(f"{kind} asyncio: {asyncio.run(_round_trips(kind, fake, a.n, None))}")
+                print(f"{kind} asyncio: {asyncio.run(_round_trips(kind, fake, a.n, a.us, a.tasks, None))}")
                 ins = _Steps()
-                print(f"{kind} trio:    {trio.run(_round_trips, kind, fake, a.n, ins, instruments=[ins])}")
+                print(f"{kind} trio:    {trio.run(_round_trips, kind, fake, a.n, a.us, a.tasks, ins, instruments=[ins])}")
             except arig.ArigError as exc:
                 print(f"{kind}: not measured ({type(exc).__name__}: {str(exc)[:80]})")
 
