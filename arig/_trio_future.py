@@ -63,11 +63,14 @@ class TrioFuture:
         if waiters is None:
             return
         self._waiters = None
-        hub = self._hub
-        if type(waiters) is not list and (hub is None or waiters is not hub.leader):
-            _reschedule(waiters, _Value(value))  # the usual case: one parked waiter
-        else:
+        if type(waiters) is list:
             self._wake(waiters)
+            return
+        hub = self._hub
+        if hub is None or waiters is not hub.leader:
+            _reschedule(waiters, _Value(value))  # the usual case: one parked waiter
+        elif hub.parked:  # the leader, woken through the hub (else it is running: it sees the result itself)
+            hub.rouse()
 
     def set_exception(self, exc: BaseException) -> None:
         self._settle(_ERROR, exc)
@@ -153,6 +156,8 @@ class TrioFuture:
                 self._leave(task, cancels)
                 raise
             if led:
+                if self._state == _RESULT:
+                    return self._value
                 return self.result()
 
         def abort(_: Any) -> trio.lowlevel.Abort:

@@ -68,10 +68,15 @@ def guarded(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     try:
         fn(*args)
     except BaseException as exc:  # noqa: BLE001 - asyncio's loop logs a callback's exception the same way
-        try:
-            _log.logger.error("exception in a callback of arig's trio port, %r: %s", fn, describe(exc), exc_info=(type(exc), exc, exc.__traceback__))
-        except Exception:  # noqa: BLE001 - a broken handler must not crash the run
-            pass
+        report(fn, exc)
+
+
+def report(fn: Callable[..., Any], exc: BaseException) -> None:
+    """Log what callback ``fn`` raised (``guarded``'s way); never raises."""
+    try:
+        _log.logger.error("exception in a callback of arig's trio port, %r: %s", fn, describe(exc), exc_info=(type(exc), exc, exc.__traceback__))
+    except Exception:  # noqa: BLE001 - a broken handler must not crash the run
+        pass
 
 
 class Hub:
@@ -138,7 +143,10 @@ class Hub:
             else:
                 fn = fns.get(fd)  # looked up now: a callback may have removed a reader after the poll
                 if fn is not None:
-                    guarded(fn, ())
+                    try:
+                        fn()
+                    except BaseException as exc:  # noqa: BLE001 - as guarded: logged, never into trio's scheduler
+                        report(fn, exc)
         if self._q:
             self._drain()
 

@@ -258,3 +258,35 @@ def test_what_a_leaders_last_drain_posts_runs_though_no_one_leads_after_it() -> 
         assert ran == ["posted while leading"]
 
     trio.run(main)
+
+
+def test_a_reader_that_raises_is_logged_and_the_run_and_the_other_readers_go_on(caplog: Any) -> None:
+    async def main() -> None:
+        port = running_loop()
+        bad, good = os.eventfd(0, os.EFD_NONBLOCK), os.eventfd(0, os.EFD_NONBLOCK)
+        fut = port.create_future()
+
+        def raises() -> None:
+            os.eventfd_read(bad)
+            raise ZeroDivisionError("a broken reader")
+
+        def resolves() -> None:
+            os.eventfd_read(good)
+            fut.set_result("good")
+
+        try:
+            port.add_reader(bad, raises)
+            port.add_reader(good, resolves)
+            os.eventfd_write(bad, 1)
+            threading.Timer(0.02, os.eventfd_write, (good, 1)).start()
+            with trio.fail_after(5):
+                assert await fut == "good"
+        finally:
+            port.remove_reader(bad)
+            port.remove_reader(good)
+            os.close(bad)
+            os.close(good)
+
+    with caplog.at_level("ERROR", logger="arig"):
+        trio.run(main)
+    assert any("a broken reader" in r.getMessage() and "raises" in r.getMessage() for r in caplog.records), caplog.text
