@@ -124,6 +124,9 @@ step "how long the GPU takes to join another library's stream: an event, a wait 
 run probe_join 20 $(( BENCH_MIN + 10 )) bash -c 'gcc -O2 -o /tmp/probe_join scripts/probe_join.c -ldl && /tmp/probe_join arig/kernels/kernels.cubin 2000'
 step "each library's own cost of waking a parked task, asyncio against trio, no arig (scripts/loop_floor.py)"
 run loop_floor 30 $(( BENCH_MIN + 10 )) python3 scripts/loop_floor.py --repeat 3
+step "one round trip under trio beside asyncio, in trio's task steps and I/O waits, one task and 64 (scripts/probe_trio_steps.py)"
+run probe_trio 25 $(( BENCH_MIN + 10 )) python3 scripts/probe_trio_steps.py --n 3000
+run probe_trio_64 25 $(( BENCH_MIN + 10 )) python3 scripts/probe_trio_steps.py --n 12800 --tasks 64
 step "the Python fill beside the Launch and torch's busy poll: one task, 32 in a row, 64 tasks (scripts/probe_python_fill.py)"
 run probe_pyfill 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_python_fill.py --repeat 1
 step "the demos' longest stall, split into the longest callback and the longest pass (scripts/probe_demo_stall.py)"
