@@ -3,8 +3,9 @@
 For each GPU device (CUDA ``arig.cuda.gpu(0)``, NV ``arig.nvrm.gpu(0)``), one task runs
 ``await dev.wait(await dev.submit(empty))`` under ``trio.run`` with an instrument that counts,
 per round trip: the task steps of each task (the waiter, the port's reader of each fd), trio's
-waits for I/O (each a pass of its scheduler), and the native core's counters (eventfd writes,
-spin hits and misses, the NV driver's interrupts among the backstops).  The same under asyncio
+waits for I/O (each a pass of its scheduler), the native core's counters (eventfd writes,
+spin hits and misses, the NV driver's interrupts among the backstops), and each thread's CPU per
+completion with the share of the wall time it was busy (which thread bounds the rate).  The same under asyncio
 gives the round trip beside it.  ``--fake`` runs over FakeCuda and FakeNvrm (any machine; the
 fake's GPU is slow and its event fd stays readable for a millisecond, so its counts differ).
 
@@ -33,6 +34,7 @@ import trio.abc
 import arig
 import arig.cuda
 import arig.nvrm
+from probe_latency import thread_cpu
 from probe_launch_build import fakes
 
 CUBIN = Path(arig.__file__).resolve().parent / "kernels" / "kernels.cubin"
@@ -88,14 +90,14 @@ async def _round_trips(kind: str, fake: Any, n: int, us: int, tasks: int, ins: _
                 await wait(await submit(work))
                 lat.append(pc() - t)
 
-        t0, cpu0 = pc(), time.process_time()
+        t0, cpu0, th0 = pc(), time.process_time(), thread_cpu()
         if tasks == 1:
             await one(n)
         else:
             async with anyio.create_task_group() as tg:
                 for _ in range(tasks):
                     tg.start_soon(one, n // tasks)
-        dt, cpu = pc() - t0, time.process_time() - cpu0
+        dt, cpu, th1 = pc() - t0, time.process_time() - cpu0, thread_cpu()
         if ins is not None:
             ins.on = False
         c1 = stats()
@@ -105,6 +107,9 @@ async def _round_trips(kind: str, fake: Any, n: int, us: int, tasks: int, ins: _
         else:
             out = f"{tasks} tasks: {done / dt:,.0f} completions/s"
         out += f", CPU {cpu / done * 1e6:.1f} us per completion; core per completion: " + ", ".join(f"{k} {(c1[k] - c0[k]) / done:.2f}" for k in COUNTERS if k in c0)
+        th = th1 - th0
+        out += "\n    CPU per completion by thread (share of the wall time busy): " + ", ".join(
+            f"{k} {v / done / 1e3:.1f} us ({v / 1e9 / dt:.0%})" for k, v in th.most_common(3))
         if ins is not None:
             fds = {getattr(dev._backend.completion, "_efd", -1): "core eventfd", getattr(getattr(dev._backend, "events", None), "loop_fd", -2): "driver events"}  # type: ignore[attr-defined]
 
