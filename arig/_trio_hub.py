@@ -155,9 +155,12 @@ class Hub:
     def add(self, fd: int, fn: Callable[[], Any]) -> None:
         """Read ``fd``: ``fn()`` each time it is readable (its owner then starts the reader, ``read``)."""
         if fd in self._fns:
-            self._fns[fd] = fn
-            return
-        self._ep.register(fd, select.EPOLLIN)
+            try:
+                self._ep.modify(fd, select.EPOLLIN)
+            except FileNotFoundError:  # the number was closed (the set forgot it) and is another file's now
+                self._ep.register(fd, select.EPOLLIN)
+        else:
+            self._ep.register(fd, select.EPOLLIN)
         self._fns[fd] = fn
 
     def remove(self, fd: int) -> bool:
@@ -183,8 +186,15 @@ class Hub:
         ``run_sync_soon`` unless a leader reads; what was posted meanwhile is drained there."""
         self._reader = None
         self.on_fd = False  # its wait is aborted by the cancel, which comes next
+        self._hand_drain()
+
+    def _hand_drain(self) -> None:
+        """No one reads the hub's fd any more: what is posted so far runs through ``run_sync_soon``."""
         if self._q:
-            self._run_soon(self.drain)
+            try:
+                self._run_soon(self.drain)
+            except BaseException:  # noqa: BLE001 - the run is over (RunFinishedError): nothing runs any more
+                pass
 
     def may_lead(self) -> bool:
         return self.leader is None and not self.on_fd and self.fd is not None
@@ -251,10 +261,9 @@ class Hub:
         except (trio.ClosedResourceError, OSError):
             pass  # the run ends (close): nothing more to read
         finally:
-            if self._reader is token:  # ended by the run's end, not by stop_reading
+            if self._reader is token:  # ended otherwise than by stop_reading or close
                 self._reader = None
-                if self._q:
-                    self._run_soon(self.drain)
+                self._hand_drain()
 
     async def _stand_by(self) -> None:
         task = _current_task()
@@ -271,6 +280,7 @@ class Hub:
         """The run ends: no one leads or reads any more, a leader parked now waits as any waiter
         does and the reader ends (``notify_closing`` wakes them), and the fds are closed (run's thread)."""
         fd, self.fd = self.fd, None
+        self._reader = None  # the reader ends (its task is cancelled next) and hands nothing on
         with self._lock:
             efd, self._efd = self._efd, None
         if fd is not None:

@@ -290,3 +290,48 @@ def test_a_reader_that_raises_is_logged_and_the_run_and_the_other_readers_go_on(
     with caplog.at_level("ERROR", logger="arig"):
         trio.run(main)
     assert any("a broken reader" in r.getMessage() and "raises" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_a_reader_added_again_for_a_number_closed_and_reused_is_called() -> None:
+    async def main() -> None:
+        port = running_loop()
+        first = os.eventfd(0, os.EFD_NONBLOCK)
+        port.add_reader(first, lambda: None)
+        os.close(first)  # closed without remove_reader: the epoll set forgets it
+        second = os.eventfd(0, os.EFD_NONBLOCK)
+        assert second == first, "the lowest free number is reused"
+        fut = port.create_future()
+
+        def ready() -> None:
+            os.eventfd_read(second)
+            if not fut.done():
+                fut.set_result("again")
+
+        try:
+            port.add_reader(second, ready)
+            threading.Timer(0.02, os.eventfd_write, (second, 1)).start()
+            with trio.fail_after(5):
+                assert await fut == "again"
+        finally:
+            port.remove_reader(second)
+            os.close(second)
+
+    trio.run(main)
+
+
+def test_posts_and_a_devices_fd_at_the_runs_end_end_the_run_cleanly() -> None:
+    ran: list[int] = []
+
+    async def main() -> None:
+        port = running_loop()
+        efd = os.eventfd(0, os.EFD_NONBLOCK)
+        port.add_reader(efd, lambda: os.eventfd_read(efd))
+        port.on_close(lambda: os.close(efd))
+        await trio.sleep(0.01)  # the reader waits on the hub's fd
+        t = threading.Thread(target=lambda: [port.post(ran.append, i) for i in range(1000)])
+        t.start()
+        t.join()
+        os.eventfd_write(efd, 1)  # the run ends with posts and a readable fd pending
+
+    trio.run(main)
+    assert ran == list(range(len(ran))), "what ran, ran once and in order"
