@@ -281,6 +281,7 @@ class Hub:
         does and the reader ends (``notify_closing`` wakes them), and the fds are closed (run's thread)."""
         fd, self.fd = self.fd, None
         self._reader = None  # the reader ends (its task is cancelled next) and hands nothing on
+        self.on_fd = False
         with self._lock:
             efd, self._efd = self._efd, None
         if fd is not None:
