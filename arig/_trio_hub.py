@@ -172,9 +172,9 @@ class Hub:
                 pass
         return not self._fns
 
-    @property
-    def reading(self) -> bool:
-        return self._reader is not None
+    def watching(self) -> int:
+        """How many fds are read (besides the posts' eventfd)."""
+        return len(self._fns)
 
     def start_reading(self) -> object:
         """A reader task is about to start (its owner spawns ``read`` with this token)."""

@@ -86,7 +86,7 @@ class _Timer:
 class TrioPort(LoopPort):
     """The port of one trio run (see the module docstring)."""
 
-    __slots__ = ("token", "_hub", "_post", "_new", "_closed", "_readers", "_reader", "_timers", "_ids", "_scope", "_hooks", "_tasks", "_jobs")
+    __slots__ = ("token", "_hub", "_post", "_new", "_closed", "_reader", "_timers", "_ids", "_scope", "_hooks", "_tasks", "_jobs")
 
     def __init__(self, token: trio.lowlevel.TrioToken) -> None:
         self.token = token
@@ -94,7 +94,6 @@ class TrioPort(LoopPort):
         self._post = self._hub.post
         self._new = functools.partial(TrioFuture, self._hub)  # a future that may lead the hub
         self._closed = False
-        self._readers: set[int] = set()  # the fds read (in the hub's epoll set)
         self._reader: trio.CancelScope | None = None  # the hub's reader task, while any fd is read
         self._timers: list[tuple[float, int, _Timer]] = []
         self._ids = itertools.count()
@@ -136,14 +135,10 @@ class TrioPort(LoopPort):
         if self._closed:
             return
         self._hub.add(fd, fn)
-        self._readers.add(fd)
         if self._reader is None:
             self._reader = self._start(self._hub.read, "arig-reader", self._hub.start_reading())
 
     def remove_reader(self, fd: int) -> None:
-        if fd not in self._readers:
-            return
-        self._readers.discard(fd)
         if self._hub.remove(fd) and self._reader is not None:  # no fd is read any more: the reader ends
             self._hub.stop_reading()
             self._reader.cancel()
@@ -224,7 +219,6 @@ class TrioPort(LoopPort):
         self._hub.close()
         self._scope = None
         self._timers = []
-        self._readers.clear()
         self._reader = None
         for scope in list(self._tasks):
             scope.cancel()

@@ -24,7 +24,7 @@ from arig._running import running_loop
 
 def _port_tasks(port: Any) -> tuple[int, int]:
     """The trio port's fd readers and its own tasks (readers, timers, spawned ones)."""
-    return len(port._readers), len(port._tasks)
+    return port._hub.watching(), len(port._tasks)
 
 
 @pytest.mark.parametrize("path", sorted(PATHS))
