@@ -50,6 +50,13 @@ from ._errors import describe
 
 __all__ = ["Hub", "guarded", "PENDING"]
 
+try:
+    # The run's own scheduler (its ``reschedule`` is what the public one calls, inside a frame
+    # guarded from KeyboardInterrupt).
+    from trio._core._run import GLOBAL_RUN_CONTEXT as _RUN
+except ImportError:  # pragma: no cover - a trio without it: the public call
+    _RUN = None
+
 #: A TrioFuture's state while it has no result (``arig._trio_future`` sets the others).
 PENDING = 0
 
@@ -82,9 +89,10 @@ def report(fn: Callable[..., Any], exc: BaseException) -> None:
 class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
-    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby")
+    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
+        """On the run's thread, inside the run."""
         self._q: collections.deque[tuple[Callable[..., Any], tuple[Any, ...]]] = collections.deque()
         self._run_soon = run_soon
         #: The posts' eventfd, until the run ends (``close``); the lock keeps a post's write from
@@ -101,6 +109,12 @@ class Hub:
         self._reader: object | None = None  # the running reader task's token, while the port reads an fd
         self.on_fd = False  # the reader waits on the fd: no waiter may lead
         self._standby: Any = None  # the reader's task while it stands by for a leader
+        #: ``reschedule(task, value)`` for a parked waiter: the run's own while the hub runs the
+        #: posts or the readers' callbacks (there KeyboardInterrupt is deferred already, which
+        #: the public call's wrapper arranges, at a cost per call, for a caller anywhere).
+        self.resume: Callable[[Any, Any], None] = _reschedule
+        runner = getattr(_RUN, "runner", None)
+        self._fast: Callable[[Any, Any], None] = getattr(runner, "reschedule", _reschedule)
 
     # -- any thread ---------------------------------------------------------------------------
     def post(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -120,9 +134,13 @@ class Hub:
     def _drain(self) -> None:
         """Run what is posted so far, in order; what is posted meanwhile waits for the next pass."""
         q = self._q
-        for _ in range(len(q)):
-            fn, args = q.popleft()
-            guarded(fn, args)
+        resume, self.resume = self.resume, self._fast
+        try:
+            for _ in range(len(q)):
+                fn, args = q.popleft()
+                guarded(fn, args)
+        finally:
+            self.resume = resume
 
     # KeyboardInterrupt deferred while it runs, in a leader's task too (trio's entry queue runs protected).
     drain = _protect(_drain)
@@ -134,21 +152,25 @@ class Hub:
         except (OSError, ValueError):  # closed meanwhile (the run ends): nothing is read any more
             return
         fns = self._fns
-        for fd, _ in ready:
-            if fd == self._efd:
-                try:
-                    os.eventfd_read(fd)
-                except OSError:  # noqa: S110 - read already (a wake-up a drain served)
-                    pass
-            else:
-                fn = fns.get(fd)  # looked up now: a callback may have removed a reader after the poll
-                if fn is not None:
+        resume, self.resume = self.resume, self._fast
+        try:
+            for fd, _ in ready:
+                if fd == self._efd:
                     try:
-                        fn()
-                    except BaseException as exc:  # noqa: BLE001 - as guarded: logged, never into trio's scheduler
-                        report(fn, exc)
-        if self._q:
-            self._drain()
+                        os.eventfd_read(fd)
+                    except OSError:  # noqa: S110 - read already (a wake-up a drain served)
+                        pass
+                else:
+                    fn = fns.get(fd)  # looked up now: a callback may have removed a reader after the poll
+                    if fn is not None:
+                        try:
+                            fn()
+                        except BaseException as exc:  # noqa: BLE001 - as guarded: logged, never into trio's scheduler
+                            report(fn, exc)
+            if self._q:
+                self._drain()
+        finally:
+            self.resume = resume
 
     service = _protect(_service)
 
