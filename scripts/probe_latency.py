@@ -2,7 +2,8 @@
 the native core's counters (spin hits and misses, host functions, eventfd
 writes), and which threads spent the CPU.  On NV, reached_at is the GPU's own
 time of the release, so "seen->resumed" is the GPU's completion to the task's resumption.
-Lengths and loops: ``--us 1000,10000 --loop uvloop --n 40`` (``spin`` is ``arig.new_event_loop()``); the
+Lengths and loops: ``--us 1000,10000 --loop uvloop --n 40`` (``spin`` is ``arig.new_event_loop()``,
+``trio`` a ``trio.run``, where the loop's side is the trio port's); the
 figures are then also latency - nominal length (p50/p90/p99/max) and the lateness seen by the native thread.
 For work of 1 ms or more the probe reads the core's prediction once per wait, from a timer at a
 quarter of the length: one more wake-up of the loop per wait, counted in its CPU and in its times
@@ -29,6 +30,7 @@ import arig
 from arig.cuda import Launch, pack
 from arig.cuda import shipped_image
 from arig._native import GAUGES
+from arig._running import running_loop
 
 SHOWN_AS_IS = (*GAUGES, "loop_lead_ns")  # figures, not counters: shown as they are, not as deltas
 
@@ -130,7 +132,7 @@ async def probe(spin_us: int, sched: str | None, device: str, lengths: list[int]
             s0 = b.completion.stats()
             lat, wake, err = [], [], []
             due_seen: list[int] = []
-            loop = asyncio.get_running_loop()
+            loop = running_loop()  # asyncio's loop, or the trio run's port: both have call_later
             tr = Trace(b.completion) if trace else None
             c0, t0, w0 = time.process_time(), thread_cpu(), thread_cpu(2)
             for _ in range(n):
@@ -172,12 +174,20 @@ def main() -> None:
     p.add_argument("--spin-us", type=int, default=40)
     p.add_argument("--device", choices=("cuda", "nv"), default="cuda")
     p.add_argument("--us", default="0,50,200,1000", help="kernel lengths in µs, comma-separated")
-    p.add_argument("--loop", choices=("asyncio", "uvloop", "spin"), default="asyncio")
+    p.add_argument("--loop", choices=("asyncio", "uvloop", "spin", "trio"), default="asyncio")
     p.add_argument("--n", type=int, default=300, help="waits per length")
     p.add_argument("--trace", action="store_true", help="time the loop's side of each wait (see the docstring)")
     p.add_argument("--busy", action="store_true", help="a task keeps the loop busy (sleep(0) in a loop) while it waits")
     a = p.parse_args()
     lengths = [int(x) for x in a.us.split(",")]
+    if a.loop == "trio":
+        import trio
+
+        if a.busy:
+            p.error("--busy is for asyncio's loops")
+        print("loop: trio")
+        trio.run(probe, a.spin_us, a.sched, a.device, lengths, a.n, a.trace, a.busy)
+        return
     factory = asyncio.new_event_loop
     if a.loop == "uvloop":
         import uvloop
