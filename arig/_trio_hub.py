@@ -29,7 +29,13 @@ leader runs it with KeyboardInterrupt deferred, as trio's own entry queue does.
 
 The readers' callbacks: called on the run's thread when their fd was readable in the epoll set's
 poll (level-triggered: a callback must consume what made its fd readable, as with asyncio's
-``add_reader``); never after ``remove`` (each is looked up as it is called).
+``add_reader``); never after ``remove`` (each is looked up as it is called).  A reader whose fd is
+itself an epoll set is called on every service, ready or not: a file inside it may clear its state
+when polled (the NVIDIA driver's event fd clears its pending flag on every poll), and the poll that
+woke the hub (trio's, one level up) polled it already, so the hub's own poll can find it no longer
+ready: its callback would be skipped and the wake lost (an NV device's completion then seen only by
+its 20 ms backstop).  Such a callback reads what it watches itself (the device's words), as it does
+under asyncio, where the loop's one poll is the only one.
 
 Threads: ``post`` from any thread; everything else on the run's thread.
 """
@@ -86,10 +92,18 @@ def report(fn: Callable[..., Any], exc: BaseException) -> None:
         pass
 
 
+def _is_epoll(fd: int) -> bool:
+    """Is ``fd`` an epoll set (Linux names its file ``anon_inode:[eventpoll]``)?"""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}") == "anon_inode:[eventpoll]"
+    except OSError:
+        return False
+
+
 class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
-    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast")
+    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
         """On the run's thread, inside the run."""
@@ -104,6 +118,7 @@ class Hub:
         self.fd: int | None = self._ep.fileno()
         self._lock = threading.Lock()
         self._fns: dict[int, Callable[[], Any]] = {}
+        self._nested: set[int] = set()  # the fds in _fns that are epoll sets: called on every service
         self.leader: Any = None  # the leading task
         self.parked = False  # the leader waits on the fd (else it is running, and services before it waits)
         self._reader: object | None = None  # the running reader task's token, while the port reads an fd
@@ -146,12 +161,12 @@ class Hub:
     drain = _protect(_drain)
 
     def _service(self) -> None:
-        """The hub's fd was readable: run the posts and call the readers of the fds that are ready."""
+        """The hub's fd was readable: run the posts and call the readers of the fds that are ready
+        (and of every nested epoll set: see the module docstring)."""
         try:
             ready = self._ep.poll(0)
         except (OSError, ValueError):  # closed meanwhile (the run ends): nothing is read any more
             return
-        fns = self._fns
         resume, self.resume = self.resume, self._fast
         try:
             for fd, _ in ready:
@@ -161,18 +176,26 @@ class Hub:
                     except OSError:  # noqa: S110 - read already (a wake-up a drain served)
                         pass
                 else:
-                    fn = fns.get(fd)  # looked up now: a callback may have removed a reader after the poll
-                    if fn is not None:
-                        try:
-                            fn()
-                        except BaseException as exc:  # noqa: BLE001 - as guarded: logged, never into trio's scheduler
-                            report(fn, exc)
+                    self._call(fd)
+            if self._nested:  # each nested epoll set's reader, whether or not the poll found it ready
+                seen = {fd for fd, _ in ready}
+                for fd in list(self._nested):
+                    if fd not in seen:
+                        self._call(fd)
             if self._q:
                 self._drain()
         finally:
             self.resume = resume
 
     service = _protect(_service)
+
+    def _call(self, fd: int) -> None:
+        fn = self._fns.get(fd)  # looked up now: a callback may have removed a reader after the poll
+        if fn is not None:
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - as guarded: logged, never into trio's scheduler
+                report(fn, exc)
 
     def add(self, fd: int, fn: Callable[[], Any]) -> None:
         """Read ``fd``: ``fn()`` each time it is readable (its owner then starts the reader, ``read``)."""
@@ -184,9 +207,14 @@ class Hub:
         else:
             self._ep.register(fd, select.EPOLLIN)
         self._fns[fd] = fn
+        if _is_epoll(fd):
+            self._nested.add(fd)
+        else:
+            self._nested.discard(fd)
 
     def remove(self, fd: int) -> bool:
         """Read ``fd`` no more; True if no fd is read any more (its owner then stops the reader)."""
+        self._nested.discard(fd)
         if self._fns.pop(fd, None) is not None:
             try:
                 self._ep.unregister(fd)
@@ -312,6 +340,7 @@ class Hub:
             except BaseException:  # noqa: BLE001 - the run is over: nothing watches the fd
                 pass
         self._fns.clear()
+        self._nested.clear()
         self._ep.close()
         if efd is not None:
             os.close(efd)
