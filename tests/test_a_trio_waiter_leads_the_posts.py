@@ -24,6 +24,13 @@ def _posting_thread(port: Any, items: list[Any], n: int) -> threading.Thread:
     return threading.Thread(target=posts)
 
 
+async def _written_soon(fd: int, fut: Any) -> Any:
+    """Write ``fd`` from another thread in 20 ms; what ``fut`` resolves to (within 5 s)."""
+    threading.Timer(0.02, os.eventfd_write, (fd, 1)).start()
+    with trio.fail_after(5):
+        return await fut
+
+
 def test_a_waiter_leads_and_its_result_posted_from_a_thread_ends_its_wait() -> None:
     async def main() -> None:
         port = running_loop()
@@ -127,14 +134,10 @@ def test_a_waiter_reads_a_devices_fd_in_its_own_task_and_the_reader_task_reads_i
         try:
             port.add_reader(efd, ready)
             await trio.sleep(0.01)  # the reader task parks on the hub's fd: the next waiter cannot lead yet
-            threading.Timer(0.02, os.eventfd_write, (efd, 1)).start()
-            with trio.fail_after(5):
-                assert await fut == "fd"
+            assert await _written_soon(efd, fut) == "fd"
             assert callers[-1].name == "arig-reader", "no one led: the reader task read the fd"
             fut = port.create_future()  # the reader task runs on its next turn: this waiter leads now
-            threading.Timer(0.02, os.eventfd_write, (efd, 1)).start()
-            with trio.fail_after(5):
-                assert await fut == "fd"
+            assert await _written_soon(efd, fut) == "fd"
             assert callers[-1] is trio.lowlevel.current_task(), "the waiter ran the fd's callback in its own task"
             await trio.sleep(0)  # the reader task, woken by the leader's end, reads the fd again
             os.eventfd_write(efd, 1)
@@ -278,9 +281,7 @@ def test_a_reader_that_raises_is_logged_and_the_run_and_the_other_readers_go_on(
             port.add_reader(bad, raises)
             port.add_reader(good, resolves)
             os.eventfd_write(bad, 1)
-            threading.Timer(0.02, os.eventfd_write, (good, 1)).start()
-            with trio.fail_after(5):
-                assert await fut == "good"
+            assert await _written_soon(good, fut) == "good"
         finally:
             port.remove_reader(bad)
             port.remove_reader(good)
@@ -309,9 +310,7 @@ def test_a_reader_added_again_for_a_number_closed_and_reused_is_called() -> None
 
         try:
             port.add_reader(second, ready)
-            threading.Timer(0.02, os.eventfd_write, (second, 1)).start()
-            with trio.fail_after(5):
-                assert await fut == "again"
+            assert await _written_soon(second, fut) == "again"
         finally:
             port.remove_reader(second)
             os.close(second)
