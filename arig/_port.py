@@ -29,10 +29,42 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-__all__ = ["LoopPort", "AsyncioPort", "port_of", "OnClose"]
+from ._errors import ArigError
+
+__all__ = ["LoopPort", "AsyncioPort", "port_of", "OnClose", "settle", "settle_error"]
 
 #: The delay of the timer that tells a loop's close (``AsyncioPort.on_close``): never due.
 _NEVER = 10.0**9
+
+#: What setting a done future raises: asyncio's, and the trio port's futures' (``ArigError``).
+_DONE = (asyncio.InvalidStateError, ArigError)
+
+
+def settle(fut: Any, value: Any) -> bool:
+    """Set ``fut``'s result unless it is done (loop thread); True if this set it.
+
+    Why not ``if not fut.done(): fut.set_result(value)`` alone: a Python signal handler runs
+    between any two bytecodes of the loop's thread, and asyncio's for Ctrl-C cancels the main
+    task, and with it the future that task awaits, so a future seen pending can be done by the
+    set.  Raised out of a delivery, that would lose the delivery's other waiters."""
+    if fut.done():
+        return False
+    try:
+        fut.set_result(value)
+    except _DONE:
+        return False
+    return True
+
+
+def settle_error(fut: Any, exc: BaseException) -> bool:
+    """``settle`` for an exception."""
+    if fut.done():
+        return False
+    try:
+        fut.set_exception(exc)
+    except _DONE:
+        return False
+    return True
 
 
 class LoopPort:

@@ -28,7 +28,7 @@ from typing import Any
 
 from . import _log
 from ._errors import ArigError, DeviceLost, DeviceStopped, OpenError, describe
-from ._port import port_of
+from ._port import port_of, settle, settle_error
 from ._pure import Bursts
 
 __all__ = ["SubmitThread", "Control"]
@@ -179,10 +179,10 @@ class SubmitThread:
             if err is not exc:
                 err.__cause__ = exc
             self._post(_set_exception, self._opened, err)
-            self._post(_set_result, self._finished, None)
+            self._post(settle, self._finished, None)
             return
         self.backend = backend
-        self._post(_set_result, self._opened, backend)
+        self._post(settle, self._opened, backend)
         if self._q.get() is _STOP:  # begin() sends None; a stop here means open was abandoned
             self._close(backend)
             return
@@ -248,7 +248,7 @@ class SubmitThread:
                 self._post(_set_exception, item.future, exc)
             return
         if item.future is not None:
-            self._post(_set_result, item.future, result)
+            self._post(settle, item.future, result)
 
     def lose(self, exc: BaseException) -> None:
         """The device is lost (submit thread): skip what follows and tell the timeline."""
@@ -274,17 +274,12 @@ class SubmitThread:
         ledger = getattr(backend, "ledger", None)
         if ledger is not None:
             ledger.end()  # its buffers read as closed even where no stop runs (a device collected)
-        self._post(_set_result, self._finished, None)
+        self._post(settle, self._finished, None)
 
 
 def _retrieved(fut: Any) -> None:
     if not fut.cancelled():
         fut.exception()
-
-
-def _set_result(fut: Any, value: Any) -> None:
-    if not fut.done():
-        fut.set_result(value)
 
 
 def _set_exception(fut: Any, exc: BaseException) -> None:
@@ -296,4 +291,4 @@ def _set_exception(fut: Any, exc: BaseException) -> None:
             wrapped = ArigError(describe(exc))
             wrapped.__cause__ = exc
             exc = wrapped
-        fut.set_exception(exc)
+        settle_error(fut, exc)

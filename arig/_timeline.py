@@ -20,7 +20,7 @@ from typing import Any
 
 from . import _log
 from ._errors import DeviceLost, describe
-from ._port import port_of
+from ._port import port_of, settle, settle_error
 
 __all__ = ["Timeline"]
 
@@ -133,9 +133,7 @@ class Timeline:
         timeline, so every waiter hears the same."""
         heap = self._heap
         while heap:
-            fut = heapq.heappop(heap)[2]
-            if not fut.done():  # a cancelled waiter's future is skipped
-                fut.set_result(spin)
+            if settle(heapq.heappop(heap)[2], spin):  # a cancelled waiter's future is skipped
                 return True
         return False
 
@@ -165,9 +163,8 @@ class Timeline:
         heap, self._heap = self._heap, []
         waiting = 0
         for _, _, fut in heap:
-            if not fut.done():
+            if settle_error(fut, DeviceLost(self._name, cause)):
                 waiting += 1
-                fut.set_exception(DeviceLost(self._name, cause))
                 fut.exception()  # retrieved: no "never retrieved" log if every waiter was cancelled
         self.told += waiting
         for cb in self._on_fail:
@@ -224,9 +221,7 @@ class Timeline:
             self._run_due()
         heap = self._heap
         while heap and heap[0][0] <= r:
-            fut = heapq.heappop(heap)[2]
-            if not fut.done():  # a cancelled waiter's future is skipped
-                fut.set_result(None)
+            settle(heapq.heappop(heap)[2], None)  # a cancelled waiter's future is skipped
         if self._calls:
             self._run_calls(r)
 

@@ -43,7 +43,7 @@ import trio
 
 from . import _log
 from ._errors import ArigError, describe
-from ._port import LoopPort, OnClose
+from ._port import LoopPort, OnClose, settle
 from ._trio_future import TrioFuture
 from ._trio_hub import Hub, guarded
 
@@ -266,6 +266,5 @@ async def _settle_with(coro: Coroutine[Any, Any, Any], fut: TrioFuture) -> None:
         if not isinstance(exc, Exception):
             raise
         return
-    if not fut.done():
-        fut.set_result(result)
+    settle(fut, result)
 

@@ -46,7 +46,7 @@ from ._fill import Work
 from ._hang_watch import HangWatch
 from ._inline import check_inline, run_inline
 from ._memory import Buffer, Image, refuse_closed
-from ._port import LoopPort, OnClose, port_of
+from ._port import LoopPort, OnClose, port_of, settle
 from ._running import running_loop
 from ._submit import SubmitThread
 from ._timeline import Timeline
@@ -509,7 +509,7 @@ class Device(FeatureCalls):
         port = port_of(running_loop())
         done = port.create_future()
         post = port.post
-        _device_registry.release(self._st, lambda: post(_resolve, done))
+        _device_registry.release(self._st, lambda: post(settle, done, None))
         try:
             await port.wait_for(port.shield(done), self._stop_timeout)
         except TimeoutError:
@@ -529,11 +529,6 @@ class Device(FeatureCalls):
 def _say_stop_waits(tl: Timeline, name: str, timeout: float) -> None:
     if tl.lost is None and tl.assigned > tl.reached:
         _log.stop_waits(name, tl.reached + 1, tl.assigned, timeout)
-
-
-def _resolve(fut: Any) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 def _forgetting(tl: Timeline, sub: Submitter) -> Callable[[], None]:

@@ -28,7 +28,7 @@ from typing import Any
 
 from .._memory import never_free
 from .._errors import ArigError, FillError
-from .._port import port_of
+from .._port import port_of, settle
 from .._backend import fill_result
 from . import PY, PY_FAILED, Core
 
@@ -144,8 +144,7 @@ class NativeCompletion:
     def wake_space(self) -> None:
         waiters, self._space = self._space, []
         for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)
+            settle(fut, None)
 
     def forget_space(self) -> None:
         """The loop closed: drop the futures of submits waiting for room (any thread)."""
