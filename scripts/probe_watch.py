@@ -1,7 +1,7 @@
 """Probe: how the CUDA device's long-work watch (``ARIG_CUDA_BACKSTOP``, read at import) does on
 the parts of ``bench``'s length sweep that it shapes, in a fraction of the sweep's time: one task
 on asyncio at a few lengths (lateness p50 / p99 and CPU per wait of all threads), the first waits
-of work never seen before, and a shortened mixed tail.  The same code as ``bench/sweep.py``
+of work never seen before, and a shortened mixed tail (by length, with the core's counters).  The same code as ``bench/sweep.py``
 (its ``measure``: lateness is latency less the kernel's own GPU length).  Run it once per setting
 in the same call to compare them: ``ARIG_CUDA_BACKSTOP=poll python3 scripts/probe_watch.py``.
 
@@ -47,6 +47,7 @@ async def main(kind: str, lengths: list[int], n: int, tail: int) -> dict[str, An
             m = await sweep.measure(target, lengths_t)
             t = tail_summary(sweep._lateness(m, lengths_t), lengths_t)
             t["cpu_us_per_wait"] = m["cpu_s"] * 1e6 / tail
+            t["counters"] = m["counters"]
             out["tail"] = t
     return out
 
@@ -75,5 +76,8 @@ if __name__ == "__main__":
         t = r["tail"]
         print(f"  tail n {t['n']}: p50 {t['p50']:.0f} p99 {t['p99']:.0f} p99.9 {t['p999']:.0f} max {t['max']:.0f} µs, "
               f"{t['late_over_1ms']} later than 1 ms, CPU {t['cpu_us_per_wait']:.0f} µs/wait")
+        for us, lat in t.get("by_length_us", {}).items():
+            print(f"    {int(us):>6} µs: {_fmt(lat)} µs (n {lat.get('n', 0)})")
+        print(f"    counters {json.dumps({k: v for k, v in (t.get('counters') or {}).items() if v})}")
     if a.json:
         Path(a.json).write_text(json.dumps(r, indent=1))

@@ -527,15 +527,31 @@ static void found_early(core_t *c, lane_t *l, uint64_t a) {
  * awake ends a few microseconds late. */
 #define LAST_SLEEP_NS 300000
 
+/* Where long work is watched in naps (poll_ns: CUDA, whose backstop is a host function that
+ * libcuda's callback thread, idle through the work, runs late), a lane whose spin gave up is
+ * looked at after a nap of MISS_NAP_NS, or a 32nd of how long its work has run so far where that is
+ * longer (CPU: about 32 naps for each e-fold of the work's length past 3 ms). */
+#define MISS_NAP_NS 100000ull
+static uint64_t miss_nap(const lane_t *l, uint64_t now) {
+    uint64_t ran = now > l->t_sig ? now - l->t_sig : 0, nap = ran / 32;
+    return nap < MISS_NAP_NS ? MISS_NAP_NS : nap > FAULT_CHECK_NS ? FAULT_CHECK_NS : nap;
+}
+
 /* A first-stage sleep of ns on lane l's work, cut into naps (each ends in a look at the words: work
  * that ended far earlier than predicted is found within a nap, without a backstop) of the core's
- * poll period or a tenth of the predicted length, whichever is longer (CPU: ten naps a work at most). */
+ * poll period or a tenth of the predicted length, whichever is longer (CPU: ten naps a work at most);
+ * after a missed spin, while it turns to the next length, no longer than the naps after a miss. */
 static uint64_t nap(core_t *c, const lane_t *l, uint64_t ns) {
     if (!c->poll_ns)
         return ns;
     uint64_t p = (uint64_t)c->poll_ns, tenth = (uint64_t)(l->est / 10);
     if (tenth > p)
         p = tenth;
+    if (l->turned == l->out) { /* a spin missed already: on to the next length in the naps after a miss */
+        uint64_t m = miss_nap(l, now_ns());
+        if (m < p)
+            p = m;
+    }
     return ns > p ? p : ns;
 }
 
@@ -669,10 +685,22 @@ static void give_up(core_t *c, lane_t *l) {
             x->backstop = x->insured = x->out;
         }
     }
+    stat_add(c, S_SPIN_MISSES);
+    double ran = (double)(now_ns() - l->t_sig), next = est_next(c, l, ran);
+    if (next > 0) {
+        /* Work of a few lengths, and not this one: watch for the next it was seen to take, as for
+         * any prediction (a sleep, the loop's pre-wakes, a spin), with the backstop asked for
+         * already in case it is none of them. */
+        l->est = next;
+        l->turned = l->out;
+        l->slept_for = l->prewoke_for = l->prewoke2_for = 0;
+        stat_add(c, S_MODE_TURNS);
+        return;
+    }
+    l->turned = 0;
     /* Not done when the spin gave up: it takes longer than that (learn only this bound:
      * the backstop's own time comes late by the host function's delay, never learn from it). */
-    est_bound(c, l, (double)(now_ns() - l->t_sig), 0);
-    stat_add(c, S_SPIN_MISSES);
+    est_bound(c, l, ran, 0);
 }
 
 /* Spin on lane l's word for a bounded time (a push ends it); give up to the backstop on a miss. */
@@ -690,7 +718,7 @@ static void spin(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     /* Fresh only where the word changed while this spin watched it, not before it began. */
     if (look_fresh(c, seen_at, turns && lane_done(l) != prev ? (int)(l - c->lanes) : -1)) {
         c->last_progress = seen_at;
-        if (l->seen >= target && l->backstop < target) {
+        if (l->seen >= target && (l->backstop < target || l->turned == target)) {
             if (l->learned < target) /* seen by this spin: learn (unless the look learned it from the GPU's time) */
                 est_hit(c, l, (double)(seen_at - l->t_sig), 0);
             stat_add(c, S_SPIN_HITS);
@@ -701,16 +729,6 @@ static void spin(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     }
     if (atomic_load(&c->head) == t)
         give_up(c, l);
-}
-
-/* Where long work is watched in naps (poll_ns: CUDA, whose backstop is a host function that
- * libcuda's callback thread, idle through the work, runs late), a lane whose spin gave up is
- * looked at after a nap of MISS_NAP_NS, or a 32nd of how long its work has run so far where that is
- * longer (CPU: about 32 naps for each e-fold of the work's length past 3 ms). */
-#define MISS_NAP_NS 100000ull
-static uint64_t miss_nap(const lane_t *l, uint64_t now) {
-    uint64_t ran = now > l->t_sig ? now - l->t_sig : 0, nap = ran / 32;
-    return nap < MISS_NAP_NS ? MISS_NAP_NS : nap > FAULT_CHECK_NS ? FAULT_CHECK_NS : nap;
 }
 
 /* Work in flight, no item waiting at tail t: look for faults, sleep or spin until it completes. */
@@ -727,9 +745,11 @@ static void watch(core_t *c, uint64_t t, uint64_t now) {
         sleep_until_push(c, t, FAULT_CHECK_NS);
         return;
     }
-    if (l->backstop < l->out && l->est > LONG_WORK_NS && l->slept_for != l->out && sleep_long(c, l, t, now))
+    /* turning: the spin missed, and the watch goes on to the next length this work was seen to take */
+    int turning = l->turned == l->out;
+    if ((l->backstop < l->out || turning) && l->est > LONG_WORK_NS && l->slept_for != l->out && sleep_long(c, l, t, now))
         return;
-    if (l->backstop >= l->out) {
+    if (l->backstop >= l->out && !turning) {
         /* The spin gave up on this value already (work never seen before, or far longer than
          * predicted): the backstop will tell. */
         sleep_until_push(c, t, c->poll_ns ? miss_nap(l, now) : FAULT_CHECK_NS);

@@ -54,6 +54,7 @@ typedef struct lane {
     uint64_t stamped;       /* the last value signalled with the GPU's time of it */
     uint64_t signalled;     /* the last value signalled at all (a burst's end skips it once more) */
     uint64_t learned;       /* the last burst end whose length was learned from the GPU's time */
+    uint64_t turned;        /* the burst end whose missed spin turned to a longer mode (its backstop asked for) */
     /* Where the kind writes {value, GPU time} beside the word for a stamped signal (0: nowhere);
      * value 0 while the pair is being written. */
     volatile uint64_t *stamp_pair;
@@ -62,14 +63,24 @@ typedef struct lane {
 
 /* Predicted durations, by what a burst ends with (a launch record, a graph, a C fill):
  * one lane runs work of very different lengths.  lo/hi: bounds learned from misses and
- * early finds since the last hit (0: unknown). */
+ * early finds since the last hit (0: unknown).
+ *
+ * One kernel and grid may take a few lengths by its arguments (a step of a model, by its batch):
+ * the lengths it was seen to take (modes) are kept with a weight that grows each time it takes
+ * one and fades as it takes others.  A mode of weight MODE_LIVE or more is live: the watch aims
+ * at the shortest live mode first and, when its spin there misses, at the next one
+ * (estimate.c's est_next), where one prediction would miss every length but the last one's. */
 #define EST_SLOTS 256
+#define EST_MODES 6
 typedef struct est {
     uint64_t key, hits, taught; /* taught: by any find (a hit, a host function, a bound) since claimed */
     double est, lo, hi;
+    double top;                 /* the longest live mode, or est where it is longer: is this work long? */
+    double mode[EST_MODES], weight[EST_MODES];
+    int nmodes;
 } est_t;
 
-enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_PREWAKES_AGAIN, S_PY_GATES, S_EVENT_WAITS, S_NSTATS };
+enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_PREWAKES_AGAIN, S_PY_GATES, S_EVENT_WAITS, S_MODE_TURNS, S_NSTATS };
 
 typedef struct core core_t;
 
@@ -229,8 +240,15 @@ static inline int gpu_learns(const core_t *c, const lane_t *l) { return c->ops->
 ARIG_INTERNAL est_t *est_of(core_t *c, uint64_t key);
 /* What an item's duration is predicted by. */
 ARIG_INTERNAL uint64_t item_key(const core_t *c, const item_t *it);
-/* The estimate for key, without claiming its slot (0: unknown). */
+/* How long work of key may take, without claiming its slot (0: unknown): its longest live
+ * mode, or its prediction where that is longer (what decides whether work is long). */
 ARIG_INTERNAL double est_peek(core_t *c, uint64_t key);
+/* The prediction of a burst ending with key that starts now: its shortest live mode, or its one
+ * prediction where it has none (0: unknown). */
+ARIG_INTERNAL double est_first(core_t *c, uint64_t key);
+/* Lane l's spin missed its burst `ran` ns after its signal: the next live mode longer than that
+ * (0: none; the backstop then tells). */
+ARIG_INTERNAL double est_next(core_t *c, const lane_t *l, double ran);
 /* Is work of key known to take at most most ns? */
 ARIG_INTERNAL int est_short(core_t *c, uint64_t key, double most);
 /* Lane l's burst was seen done d ns after its signal (exact: from the GPU's own time). */

@@ -4,7 +4,7 @@
 #include "core.h"
 
 
-#define ARIG_CORE_ABI 6
+#define ARIG_CORE_ABI 7
 
 #ifndef ARIG_CORE_SOURCE
 #define ARIG_CORE_SOURCE "unknown"

@@ -13,9 +13,85 @@ est_t *est_of(core_t *c, uint64_t key) {
     if (e->key != key) {
         e->key = key;
         e->hits = e->taught = 0;
-        e->est = e->lo = e->hi = 0;
+        e->est = e->lo = e->hi = e->top = 0;
+        e->nmodes = 0;
     }
     return e;
+}
+
+/* A mode is live from its second sighting while it stays common: a weight fades by MODE_FADE on
+ * every length learned and grows by one when the length is its own, up to MODE_MOST.  A length
+ * taken by 7.5 % of the work or more stays live; one the work stopped taking fades out within
+ * about 20 waits (a lower cap is faster, a higher one keeps rarer lengths). */
+#define MODE_LIVE 1.5
+#define MODE_FADE 0.95
+#define MODE_MOST 4.0
+
+/* The shortest live mode (-1: none). */
+static double first_live(const est_t *e) {
+    double f = -1;
+    for (int i = 0; i < e->nmodes; i++)
+        if (e->weight[i] >= MODE_LIVE && (f < 0 || e->mode[i] < f))
+            f = e->mode[i];
+    return f;
+}
+
+/* top: the longest live mode, or est where that is longer. */
+static void set_top(est_t *e) {
+    double t = e->est;
+    for (int i = 0; i < e->nmodes; i++)
+        if (e->weight[i] >= MODE_LIVE && e->mode[i] > t)
+            t = e->mode[i];
+    e->top = t;
+}
+
+/* Work of e took d ns: the mode within a tolerance of it (half a spin, or 1/32 of d where that
+ * is more: one length of real work jitters by more than a spin, and lengths closer than that are
+ * watched as one) follows it and grows; else d is a new mode, in a free place or the weakest one's. */
+static void mode_learn(core_t *c, est_t *e, double d) {
+    double tol = (double)c->spin_ns / 2, rel = d / 32;
+    if (rel > tol)
+        tol = rel;
+    int near = -1, weak = -1;
+    double near_off = 0;
+    for (int i = 0; i < e->nmodes; i++) {
+        e->weight[i] *= MODE_FADE;
+        double off = e->mode[i] > d ? e->mode[i] - d : d - e->mode[i];
+        if (off <= tol && (near < 0 || off < near_off)) {
+            near = i;
+            near_off = off;
+        }
+        if (weak < 0 || e->weight[i] < e->weight[weak])
+            weak = i;
+    }
+    if (near >= 0) {
+        e->mode[near] = 0.8 * e->mode[near] + 0.2 * d;
+        e->weight[near] = e->weight[near] + 1 > MODE_MOST ? MODE_MOST : e->weight[near] + 1;
+        return;
+    }
+    int i = e->nmodes < EST_MODES ? e->nmodes++ : weak;
+    e->mode[i] = d;
+    e->weight[i] = 1;
+}
+
+/* After a length was learned: aim first at the shortest live mode where it is shorter than the
+ * one prediction (work of a few lengths is then met at each in turn, est_next). */
+static void aim_first(est_t *e) {
+    double f = first_live(e);
+    if (f >= 0 && f < e->est)
+        e->est = f;
+    set_top(e);
+}
+
+double est_next(core_t *c, const lane_t *l, double ran) {
+    const est_t *e = slot_of(c, l->key);
+    if (e->key != l->key)
+        return 0;
+    double n = 0;
+    for (int i = 0; i < e->nmodes; i++)
+        if (e->weight[i] >= MODE_LIVE && e->mode[i] > ran && (n == 0 || e->mode[i] < n))
+            n = e->mode[i];
+    return n;
 }
 
 /* What an item's duration is predicted by: a kernel with its grid (whatever its arguments),
@@ -29,17 +105,17 @@ uint64_t item_key(const core_t *c, const item_t *it) {
     return k ^ ((uint64_t)it->kind << 56);
 }
 
-/* The estimate for key, without claiming its slot (0: unknown). */
+/* How long work of key may take, without claiming its slot (0: unknown). */
 double est_peek(core_t *c, uint64_t key) {
     const est_t *e = slot_of(c, key);
-    return e->key == key ? e->est : 0;
+    return e->key == key ? e->top : 0;
 }
 
 /* Is work of key known (taught by some find since its slot was claimed) to take at most most ns?
  * An estimate of 0 so taught is short work, not unknown work. */
 int est_short(core_t *c, uint64_t key, double most) {
     const est_t *e = slot_of(c, key);
-    return e->key == key && e->taught && e->est <= most;
+    return e->key == key && e->taught && e->top <= most;
 }
 
 /* Seen by a spin after d ns (or learned from the GPU's own time): the estimate is good; follow it.
@@ -55,6 +131,8 @@ void est_hit(core_t *c, lane_t *l, double d, int exact) {
     e->lo = e->hi = 0;
     e->hits++;
     e->taught++;
+    mode_learn(c, e, d);
+    aim_first(e);
     l->est = e->est;
 }
 
@@ -73,6 +151,8 @@ void est_told(core_t *c, lane_t *l, double d) {
         e->est = cand;
         e->lo = e->hi = 0;
     }
+    mode_learn(c, e, cand);
+    aim_first(e);
     l->est = e->est;
 }
 
@@ -93,6 +173,7 @@ void est_bound(core_t *c, lane_t *l, double bound, int done) {
         }
         if (e->est < 0)
             e->est = 0;
+        set_top(e);
         l->est = e->est;
         return;
     }
@@ -108,6 +189,7 @@ void est_bound(core_t *c, lane_t *l, double bound, int done) {
         e->est = 0.7 * (e->est < bound ? e->est : bound);
     else
         e->est = 1.5 * e->est > bound ? 1.5 * e->est : bound;
+    set_top(e);
     l->est = e->est;
 }
 

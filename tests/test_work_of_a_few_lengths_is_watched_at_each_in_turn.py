@@ -1,0 +1,140 @@
+"""One kernel and grid that takes a few lengths (by its arguments: a model step by its batch) is
+watched at each of them in turn.
+
+The native core keeps the lengths such work was seen to take (its modes).  It aims at the shortest
+first; when its spin there misses, it turns to the next length the work takes (its sleep, the loop's
+pre-wake and its spin then come by that one), where one prediction, the last length seen, missed
+every wait whose length differed from the one before.  A length the work stopped taking fades out.
+Over FakeNvrm (its releases carry the GPU's time, so each length is learned exactly), with a
+spin of 1 ms: the fake GPU takes up work up to a millisecond late (it polls with a back-off), which
+the default spin of 40 µs would miss, where a real GPU's start jitters by microseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import struct
+import time
+from pathlib import Path
+
+import pytest
+
+import arig
+import arig._env
+import arig._native
+import arig.nvrm as nvrm
+from arig.testing import FakeNvrm
+
+CUBIN = (Path(__file__).resolve().parent / "data" / "nv" / "probe.sm_90.cubin").read_bytes()
+SHORT_S, LONG_S = 0.004, 0.040
+
+pytestmark = pytest.mark.skipif(arig._env.PURE or arig._native.library() is None, reason="the NV device runs on the native core only")
+
+
+def _launch(image: arig.Image, seconds: float) -> nvrm.Launch:
+    """The probe's axpy, which this fake runs as a sleep of ``a`` seconds: one key, any length."""
+    return nvrm.Launch(image.function("axpy"), 1, 1, struct.pack("<f4xQQi", seconds, 0, 0, 0))
+
+
+@pytest.fixture(autouse=True)
+def _long_spin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arig.nvrm._device, "SPIN_US", 1000)
+
+
+def _fake() -> FakeNvrm:
+    fake = FakeNvrm()
+
+    def sleep_exactly(params: bytes, grid: object, block: object) -> None:
+        """Sleep, then spin the last millisecond: each length the same to a few microseconds."""
+        end = time.monotonic() + struct.unpack("<f", params[:4])[0]
+        if end - time.monotonic() > 0.001:
+            time.sleep(end - time.monotonic() - 0.001)
+        while time.monotonic() < end:
+            pass
+
+    fake.kernel("axpy", sleep_exactly)
+    return fake
+
+
+async def _calibrated(dev: arig.Device, launch: nvrm.Launch) -> None:
+    """Run ``launch`` until a spin has seen one end: the core then knows the offset of the GPU's
+    clock to its own, and learns each length exactly from the releases' times."""
+    comp = dev._backend.completion
+    for _ in range(60):
+        await dev.wait(await dev.submit(launch))
+        if comp.stats()["spin_hits"]:
+            return
+    pytest.fail("no spin saw the work end in 60 waits: the core never learned the GPU's clock")
+
+
+async def _dues(dev: arig.Device, launch: nvrm.Launch) -> tuple[float, list[float]]:
+    """Submit ``launch`` and wait for it, reading the core's predicted end meanwhile: the submit's
+    time (s) and each distinct prediction, as seconds after it (a prediction before the submit is
+    the last work's, not yet replaced)."""
+    core = dev._backend.completion.core
+    t = time.monotonic_ns()
+    v = await dev.submit(launch)
+    dues: list[float] = []
+    while dev.reached < v:
+        due = core.due()
+        if due > t and (not dues or abs((due - t) / 1e9 - dues[-1]) > 1e-4):
+            dues.append((due - t) / 1e9)
+        await asyncio.sleep(0.0005)
+    await dev.wait(v)
+    return t / 1e9, dues
+
+
+def test_a_missed_short_length_turns_the_watch_to_the_long_one() -> None:
+    rng = random.Random(20261206)
+    pattern = [LONG_S if rng.random() < 0.4 else SHORT_S for _ in range(60)]
+
+    async def main() -> tuple[list[list[float]], dict[str, int], bool]:
+        async with await arig.open(nvrm.gpu(0)) as dev:
+            image = await dev.load(CUBIN)
+            launches = {s: _launch(image, s) for s in (SHORT_S, LONG_S)}
+            comp = dev._backend.completion
+            await _calibrated(dev, launches[SHORT_S])
+            for s in pattern[:30]:  # learn both lengths
+                await dev.wait(await dev.submit(launches[s]))
+            before = comp.stats()
+            seen = [(await _dues(dev, launches[s]))[1] for s in pattern[30:]]
+            after = comp.stats()
+            return seen, {k: after[k] - before[k] for k in ("mode_turns", "spin_misses")}, dev.reached == dev.submitted
+
+    fake = _fake()
+    with fake.installed():
+        seen, counted, all_reached = asyncio.run(main())
+    assert fake.violations == []
+    assert all_reached
+    longs = [d for s, d in zip(pattern[30:], seen, strict=True) if s == LONG_S]
+    assert len(longs) >= 6
+    # A long wait is predicted short first (the shortest length this work takes), then, once the
+    # spin there missed, long: the core turned to the next length.  One prediction would have
+    # stayed near the short one (a missed spin only pushes it past where the spin gave up).
+    turned = [d for d in longs if d and d[0] < 0.5 * LONG_S and max(d) > 0.5 * LONG_S]
+    assert len(turned) >= len(longs) - 2, f"predictions during the long waits: {longs}"
+    assert counted["mode_turns"] >= len(turned), counted
+
+
+def test_a_length_the_work_stopped_taking_fades_out() -> None:
+    async def main() -> list[float]:
+        async with await arig.open(nvrm.gpu(0)) as dev:
+            image = await dev.load(CUBIN)
+            short, long = _launch(image, SHORT_S), _launch(image, LONG_S)
+            await _calibrated(dev, short)
+            for s in [short, long] * 6:  # both lengths live
+                await dev.wait(await dev.submit(s))
+            firsts = []
+            for _ in range(40):  # only the long length now
+                _, dues = await _dues(dev, long)
+                firsts.append(dues[0] if dues else 0.0)
+            return firsts
+
+    fake = _fake()
+    with fake.installed():
+        firsts = asyncio.run(main())
+    assert fake.violations == []
+    # At first the short length is still aimed at first; once it faded, the long one is.
+    assert min(firsts[:3]) < 0.5 * LONG_S, firsts
+    assert all(f > 0.5 * LONG_S for f in firsts[-5:]), [round(f, 4) for f in firsts]
