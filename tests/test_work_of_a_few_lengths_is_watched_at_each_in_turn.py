@@ -138,3 +138,47 @@ def test_a_length_the_work_stopped_taking_fades_out() -> None:
     # At first the short length is still aimed at first; once it faded, the long one is.
     assert min(firsts[:3]) < 0.5 * LONG_S, firsts
     assert all(f > 0.5 * LONG_S for f in firsts[-5:]), [round(f, 4) for f in firsts]
+
+
+@pytest.mark.skipif(arig._engine.unavailable("native") is not None, reason="the native core did not load")
+def test_a_cuda_turn_asks_for_no_host_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA's default watch (naps that look at the words), a turn to a longer length asks for no
+    backstop: a host function holds the stream until libcuda's callback thread ran it, so the next
+    work would start late.  Only a miss with no longer length to turn to asks for one."""
+
+    from arig.cuda import Launch
+    from arig.testing import FakeCuda
+
+    monkeypatch.setattr(arig._env, "CUDA_BACKSTOP", "poll")
+    rng = random.Random(7)
+    pattern = [LONG_S if rng.random() < 0.4 else SHORT_S for _ in range(50)]
+
+    def sleep_exactly(args: bytes) -> None:
+        end = time.monotonic() + struct.unpack("<f", args[:4])[0]
+        if end - time.monotonic() > 0.001:
+            time.sleep(end - time.monotonic() - 0.001)
+        while time.monotonic() < end:
+            pass
+
+    async def main() -> tuple[dict[str, int], int, bool]:
+        async with await arig.open(arig.cuda.gpu(0, spin_us=1000)) as dev:
+            image = await dev.load(fake.image(nap=(sleep_exactly, [4])))
+            launches = {s: Launch(image.function("nap"), 1, 1, struct.pack("<f", s)) for s in (SHORT_S, LONG_S)}
+            comp = dev._backend.completion
+            for s in pattern[:25]:  # learn both lengths
+                await dev.wait(await dev.submit(launches[s]))
+            before = comp.stats()
+            for s in pattern[25:]:
+                await dev.wait(await dev.submit(launches[s]))
+            after = comp.stats()
+            counted = {k: after[k] - before[k] for k in ("mode_turns", "spin_misses", "host_functions")}
+            return counted, sum(1 for s in pattern[25:] if s == LONG_S), dev.reached == dev.submitted
+
+    fake = FakeCuda()
+    with fake.installed(), arig._engine.using("native"):
+        counted, longs, all_reached = asyncio.run(main())
+    assert fake.violations == []
+    assert all_reached
+    assert longs >= 6
+    assert counted["mode_turns"] >= longs - 2, counted
+    assert counted["host_functions"] <= counted["spin_misses"] - counted["mode_turns"], counted

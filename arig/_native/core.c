@@ -672,9 +672,14 @@ static int sleep_long(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     return 0;
 }
 
-/* The spin missed: each busy lane's backstop tells the loop once the GPU gets there. */
+/* The spin missed: each busy lane's backstop tells the loop once the GPU gets there.  Where the
+ * work turns to a longer length it takes and naps watch the words on the way (poll_ns: CUDA), no
+ * backstop is asked for yet: a host function holds the stream until libcuda's callback thread has
+ * run it, which made the next work start late (by up to ~400 us at 10 ms); the last turn's miss
+ * asks for it. */
 static void give_up(core_t *c, lane_t *l) {
-    for (int i = 0; i < c->nlanes; i++) {
+    double ran = (double)(now_ns() - l->t_sig), next = est_next(c, l, ran);
+    for (int i = 0; i < c->nlanes && !(next > 0 && c->poll_ns); i++) {
         lane_t *x = &c->lanes[i];
         if (x->out > x->seen && x->backstop < x->out) {
             int rc = x->insured >= x->out ? 0 : c->ops->backstop(c, x, x->out); /* asked for already before a sleep */
@@ -686,11 +691,10 @@ static void give_up(core_t *c, lane_t *l) {
         }
     }
     stat_add(c, S_SPIN_MISSES);
-    double ran = (double)(now_ns() - l->t_sig), next = est_next(c, l, ran);
     if (next > 0) {
         /* Work of a few lengths, and not this one: watch for the next it was seen to take, as for
          * any prediction (a sleep, the loop's pre-wakes, a spin), with the backstop asked for
-         * already in case it is none of them. */
+         * already in case it is none of them (or naps that look). */
         l->est = next;
         l->turned = l->out;
         l->slept_for = l->prewoke_for = l->prewoke2_for = 0;
