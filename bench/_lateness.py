@@ -33,12 +33,12 @@ SAMPLES: dict[int, tuple[int, int]] = {
 #: Discarded waits before each length's block (full, quick): the engine predicts by kernel
 #: and grid, not by arguments, so every length of ``spin_stamped`` shares one prediction,
 #: which must settle on the new length before its block is measured.  It keeps the few lengths
-#: such work takes (its modes), and one the work stopped taking fades within about 20 waits;
+#: such work takes (its modes), and one the work stopped taking fades within about 28 waits;
 #: until then each wait first looks at the old length (a spin and a wake-up of the loop), which
 #: is the cost of a change of length, not of the length measured.
 WARM: dict[int, tuple[int, int]] = {
-    0: (50, 5), 50: (40, 4), 200: (30, 3), 1_000: (25, 2),
-    5_000: (25, 1), 10_000: (25, 1), 20_000: (25, 1), 50_000: (25, 1),
+    0: (50, 5), 50: (40, 4), 200: (32, 3), 1_000: (32, 2),
+    5_000: (32, 1), 10_000: (32, 1), 20_000: (32, 1), 50_000: (32, 1),
 }
 #: Work never seen before: lengths and first waits per length (full, quick).
 NEVER_SEEN_US = (1_000, 10_000)

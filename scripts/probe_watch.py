@@ -29,7 +29,7 @@ async def main(kind: str, lengths: list[int], n: int, tail: int) -> dict[str, An
     async with sweep._arig(kind) as target:
         out["completion"] = target.dev.facts.get("completion")
         for us in lengths:
-            await sweep.measure(target, [us] * 25)  # as bench's WARM: a length the work stopped taking fades
+            await sweep.measure(target, [us] * 32)  # as bench's WARM: a length the work stopped taking fades
             m = await sweep.measure(target, [us] * n)
             row = sweep._figures(m, [us] * n)
             out["rows"][str(us)] = {"lateness_us": row["lateness_us"], "cpu_us_per_wait": row.get("cpu_us_per_wait"), "counters": row.get("counters")}
