@@ -192,10 +192,7 @@ class Hub:
     def _call(self, fd: int) -> None:
         fn = self._fns.get(fd)  # looked up now: a callback may have removed a reader after the poll
         if fn is not None:
-            try:
-                fn()
-            except BaseException as exc:  # noqa: BLE001 - as guarded: logged, never into trio's scheduler
-                report(fn, exc)
+            guarded(fn, ())
 
     def add(self, fd: int, fn: Callable[[], Any]) -> None:
         """Read ``fd``: ``fn()`` each time it is readable (its owner then starts the reader, ``read``)."""
