@@ -70,15 +70,17 @@ async def _calibrated(dev: arig.Device, launch: nvrm.Launch) -> None:
 
 async def _dues(dev: arig.Device, launch: nvrm.Launch) -> tuple[float, list[float]]:
     """Submit ``launch`` and wait for it, reading the core's predicted end meanwhile: the submit's
-    time (s) and each distinct prediction, as seconds after it (a prediction before the submit is
-    the last work's, not yet replaced)."""
+    time (s) and each distinct prediction, as seconds after it.  Until the core's thread takes the
+    new work it still publishes the last work's prediction, which may lie after this submit where
+    that work ended sooner than predicted: that value is left out."""
     core = dev._backend.completion.core
+    stale = core.due()
     t = time.monotonic_ns()
     v = await dev.submit(launch)
     dues: list[float] = []
     while dev.reached < v:
         due = core.due()
-        if due > t and (not dues or abs((due - t) / 1e9 - dues[-1]) > 1e-4):
+        if due > t and due != stale and (not dues or abs((due - t) / 1e9 - dues[-1]) > 1e-4):
             dues.append((due - t) / 1e9)
         await asyncio.sleep(0.0005)
     await dev.wait(v)
