@@ -54,7 +54,7 @@ typedef struct lane {
     uint64_t stamped;       /* the last value signalled with the GPU's time of it */
     uint64_t signalled;     /* the last value signalled at all (a burst's end skips it once more) */
     uint64_t learned;       /* the last burst end whose length was learned from the GPU's time */
-    uint64_t turned;        /* the burst end whose missed spin turned to a longer mode (its backstop asked for) */
+    uint64_t turned;        /* the burst end whose missed spin turned to a longer mode (core.c's give_up) */
     /* Where the kind writes {value, GPU time} beside the word for a stamped signal (0: nowhere);
      * value 0 while the pair is being written. */
     volatile uint64_t *stamp_pair;
@@ -243,9 +243,6 @@ ARIG_INTERNAL uint64_t item_key(const core_t *c, const item_t *it);
 /* How long work of key may take, without claiming its slot (0: unknown): its longest live
  * mode, or its prediction where that is longer (what decides whether work is long). */
 ARIG_INTERNAL double est_peek(core_t *c, uint64_t key);
-/* The prediction of a burst ending with key that starts now: its shortest live mode, or its one
- * prediction where it has none (0: unknown). */
-ARIG_INTERNAL double est_first(core_t *c, uint64_t key);
 /* Lane l's spin missed its burst `ran` ns after its signal: the next live mode longer than that
  * (0: none; the backstop then tells). */
 ARIG_INTERNAL double est_next(core_t *c, const lane_t *l, double ran);
