@@ -33,10 +33,10 @@ from .. import _env, _log
 
 __all__ = ["library", "status", "Core", "CudaTable", "LaunchRecord", "NvTemplate", "NvSpec", "NvLaunchRecord", "NV_ERRORS", "CFILL", "LAUNCH", "GRAPH", "H2D", "D2H", "PY", "STATS", "GAUGES"]
 
-ABI = 7
+ABI = 8
 CFILL, LAUNCH, GRAPH, H2D, D2H, PY, MARK, JOIN = 1, 2, 3, 4, 5, 6, 7, 8
 #: Counters of ``Core.stats()``, in order.
-STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries", "prewakes_again", "py_gates", "event_waits", "mode_turns")
+STATS = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "items", "prewakes", "queries", "prewakes_again", "py_gates", "event_waits", "mode_turns", "close_watches", "nudges")
 #: Gauges after the counters in ``Core.stats()`` (not counts: a probe prints them as they are).
 GAUGES = ("wake_short_ns", "wake_mid_ns", "wake_long_ns", "sleep_over_ns")
 #: How long the submit thread spins, holding the GIL, for the native thread to reach a Python

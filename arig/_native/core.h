@@ -55,6 +55,7 @@ typedef struct lane {
     uint64_t signalled;     /* the last value signalled at all (a burst's end skips it once more) */
     uint64_t learned;       /* the last burst end whose length was learned from the GPU's time */
     uint64_t turned;        /* the burst end whose missed spin turned to a longer mode (core.c's give_up) */
+    uint64_t close;         /* the burst end of work never seen before whose spin missed: watched closely (core.c's close_watch) */
     /* Where the kind writes {value, GPU time} beside the word for a stamped signal (0: nowhere);
      * value 0 while the pair is being written. */
     volatile uint64_t *stamp_pair;
@@ -80,7 +81,7 @@ typedef struct est {
     int nmodes;
 } est_t;
 
-enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_PREWAKES_AGAIN, S_PY_GATES, S_EVENT_WAITS, S_MODE_TURNS, S_NSTATS };
+enum { S_EFD_WRITES, S_HOSTFNS, S_FUTEX_WAKES, S_SPIN_HITS, S_SPIN_MISSES, S_EARLY, S_ITEMS, S_PREWAKES, S_QUERIES, S_PREWAKES_AGAIN, S_PY_GATES, S_EVENT_WAITS, S_MODE_TURNS, S_CLOSE_WATCHES, S_NUDGES, S_NSTATS };
 
 typedef struct core core_t;
 
@@ -179,6 +180,7 @@ struct core {
     uint64_t last_burst_end;  /* the native thread's: when the last burst signalled its lanes */
     uint64_t last_progress;   /* the native thread's: when a lane last progressed (or all went idle) */
     double over;              /* the native thread's: how late its timed sleeps end */
+    uint64_t nudged;          /* the native thread's: when it last nudged the loop (core.c's close_watch) */
     pthread_t th;
     _Atomic uint64_t stats[S_NSTATS];
     est_t ests[EST_SLOTS];
@@ -246,6 +248,8 @@ ARIG_INTERNAL double est_peek(core_t *c, uint64_t key);
 /* Lane l's spin missed its burst `ran` ns after its signal: the next live mode longer than that
  * (0: none; the backstop then tells). */
 ARIG_INTERNAL double est_next(core_t *c, const lane_t *l, double ran);
+/* Has lane l's burst's work never been seen to end (no length learned for its key)? */
+ARIG_INTERNAL int est_unseen(core_t *c, const lane_t *l);
 /* Is work of key known to take at most most ns? */
 ARIG_INTERNAL int est_short(core_t *c, uint64_t key, double most);
 /* Lane l's burst was seen done d ns after its signal (exact: from the GPU's own time). */

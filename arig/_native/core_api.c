@@ -4,7 +4,7 @@
 #include "core.h"
 
 
-#define ARIG_CORE_ABI 7
+#define ARIG_CORE_ABI 8
 
 #ifndef ARIG_CORE_SOURCE
 #define ARIG_CORE_SOURCE "unknown"

@@ -108,6 +108,11 @@ uint64_t item_key(const core_t *c, const item_t *it) {
     return k ^ ((uint64_t)it->kind << 56);
 }
 
+int est_unseen(core_t *c, const lane_t *l) {
+    const est_t *e = slot_of(c, l->key);
+    return e->key != l->key || (!e->hits && !e->nmodes);
+}
+
 /* How long work of key may take, without claiming its slot (0: unknown). */
 double est_peek(core_t *c, uint64_t key) {
     const est_t *e = slot_of(c, key);
