@@ -39,7 +39,8 @@ async def main(kind: str, lengths: list[int], n: int, tail: int) -> dict[str, An
             grids = list(range(base, base + 12))
             base += 12
             m = await sweep.measure(target, [us] * 12, grids)
-            per[str(us)] = sweep._figures(m, [us] * 12)["lateness_us"]
+            fig = sweep._figures(m, [us] * 12)
+            per[str(us)] = {**fig["lateness_us"], "cpu": fig.get("cpu_us_per_wait")}
         out["never_seen"] = per
         if tail:
             await sweep.measure(target, tail_lengths(200, seed=TAIL_SEED + 1))
@@ -71,7 +72,7 @@ if __name__ == "__main__":
         print(f"  {int(us) / 1000:g} ms: lateness {_fmt(row['lateness_us'])} µs, CPU {row['cpu_us_per_wait']:.0f} µs/wait, "
               f"counters {json.dumps({k: v for k, v in c.items() if v})}")
     for us, lat in r["never_seen"].items():
-        print(f"  never seen {int(us) / 1000:g} ms: {_fmt(lat)} µs")
+        print(f"  never seen {int(us) / 1000:g} ms: {_fmt(lat)} µs, CPU {lat.get('cpu') or 0:.0f} µs/wait")
     if "tail" in r:
         t = r["tail"]
         print(f"  tail n {t['n']}: p50 {t['p50']:.0f} p99 {t['p99']:.0f} p99.9 {t['p999']:.0f} max {t['max']:.0f} µs, "
