@@ -5,7 +5,7 @@ of work never seen before, and a shortened mixed tail (by length, with the core'
 (its ``measure``: lateness is latency less the kernel's own GPU length).  Run it once per setting
 in the same call to compare them: ``ARIG_CUDA_BACKSTOP=poll python3 scripts/probe_watch.py``.
 
-Usage (GPU machine): python3 scripts/probe_watch.py [--device cuda] [--us 1000,10000,50000] [--n 40] [--tail 2000] [--json out.json]
+Usage (GPU machine): python3 scripts/probe_watch.py [--device cuda] [--us 1000,10000,50000] [--n 40] [--tail 2000] [--json out.json] [--tune 0,500]
 """
 
 from __future__ import annotations
@@ -24,9 +24,13 @@ from bench import sweep  # noqa: E402
 from bench._lateness import NEVER_SEEN_US, tail_lengths, tail_summary, TAIL_SEED  # noqa: E402
 
 
-async def main(kind: str, lengths: list[int], n: int, tail: int) -> dict[str, Any]:
+async def main(kind: str, lengths: list[int], n: int, tail: int, tune: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {"backstop": os.environ.get("ARIG_CUDA_BACKSTOP", "(default)"), "rows": {}}
     async with sweep._arig(kind) as target:
+        if tune:  # an experiment: the core's watch retuned while its thread runs (two plain ints it rereads)
+            early, poll_us = (int(x) for x in tune.split(","))
+            target.dev._backend.completion.core.tune(bool(early), poll_us * 1000)
+            out["backstop"] += f", tuned: early backstop {bool(early)}, naps of {poll_us} µs"
         out["completion"] = target.dev.facts.get("completion")
         for us in lengths:
             await sweep.measure(target, [us] * 32)  # as bench's WARM: a length the work stopped taking fades
@@ -64,8 +68,9 @@ if __name__ == "__main__":
     p.add_argument("--n", type=int, default=40)
     p.add_argument("--tail", type=int, default=2000)
     p.add_argument("--json", default=None)
+    p.add_argument("--tune", default="", help="EARLY,POLL_US: retune the core's watch after open (an experiment: NV with CUDA's naps is 0,500)")
     a = p.parse_args()
-    r = asyncio.run(main(a.device, [int(x) for x in a.us.split(",")], a.n, a.tail))
+    r = asyncio.run(main(a.device, [int(x) for x in a.us.split(",")], a.n, a.tail, a.tune))
     print(f"ARIG_CUDA_BACKSTOP={r['backstop']}: {r['completion']}")
     for us, row in r["rows"].items():
         c = row.get("counters") or {}
