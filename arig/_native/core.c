@@ -371,6 +371,16 @@ static double wake_est(core_t *c, uint64_t slept) {
     return c->wake_est[b] + 2 * c->wake_dev[b];
 }
 
+/* Wake the loop whether or not it is armed (it re-arms as it wakes), counted as `why`. */
+static void wake_loop(core_t *c, int why) {
+    atomic_store(&c->armed, 0);
+    uint64_t one = 1;
+    ssize_t r = write(c->efd, &one, sizeof one);
+    (void)r;
+    stat_add(c, S_EFD_WRITES);
+    stat_add(c, why);
+}
+
 /* Wake the loop ahead of a completion (two-stage wake): its first wake-up after a long
  * idle is the slow one; the one that tells the completion then finds it awake.  `slept`: how
  * long the loop has slept (about: since the work was signalled). */
@@ -379,22 +389,7 @@ static void prewake(core_t *c, uint64_t slept) {
     c->t_prewake = now;
     c->wake_bucket = wake_bucket(slept);
     atomic_store(&c->prewoke_at, now); /* before the write: the loop's arm compares with it */
-    atomic_store(&c->armed, 0);
-    uint64_t one = 1;
-    ssize_t r = write(c->efd, &one, sizeof one);
-    (void)r;
-    stat_add(c, S_EFD_WRITES);
-    stat_add(c, S_PREWAKES);
-}
-
-/* Wake the loop for nothing (close_watch): not a pre-wake, so nothing is learned from its wake-up. */
-static void nudge(core_t *c) {
-    atomic_store(&c->armed, 0);
-    uint64_t one = 1;
-    ssize_t r = write(c->efd, &one, sizeof one);
-    (void)r;
-    stat_add(c, S_EFD_WRITES);
-    stat_add(c, S_NUDGES);
+    wake_loop(c, S_PREWAKES);
 }
 
 /* How long did the loop take to wake after the last pre-wake?  Asked on every turn of the
@@ -751,7 +746,7 @@ static int close_watch(core_t *c, lane_t *l, uint64_t t, uint64_t now) {
     }
     if (now - c->nudged >= CLOSE_WAKE_NS) {
         c->nudged = now;
-        nudge(c);
+        wake_loop(c, S_NUDGES); /* not a pre-wake: nothing is learned from its wake-up */
     }
     sleep_until_push(c, t, CLOSE_NAP_NS);
     return 1;
