@@ -110,7 +110,7 @@ uint64_t item_key(const core_t *c, const item_t *it) {
 
 int est_unseen(core_t *c, const lane_t *l) {
     const est_t *e = slot_of(c, l->key);
-    return e->key != l->key || (!e->hits && !e->nmodes);
+    return e->key != l->key || !e->nmodes; /* every length learned (a hit, a host function's) is a mode */
 }
 
 /* How long work of key may take, without claiming its slot (0: unknown). */
