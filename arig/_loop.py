@@ -11,6 +11,14 @@ burns no CPU while nothing is about to complete.
 It is a plain ``asyncio.SelectorEventLoop`` (uvloop cannot take a custom
 selector); use it as ``asyncio.run(main(), loop_factory=arig.new_event_loop)``
 (Python 3.12+) or ``asyncio.Runner(loop_factory=arig.new_event_loop)``.
+
+The spin itself (``spin_before_blocking``) is every loop's: on asyncio's
+default loop and uvloop a device's completion runs it once a waiter parked
+and the loop ran what was ready (``arig._native.completion``), and under trio
+the task that waits on the port's fd runs it once no other task is runnable
+(``arig._trio_hub``).  This selector runs it exactly where the loop blocks,
+at no cost per park.
+
 Everything here runs on the loop's own thread.
 """
 
@@ -54,17 +62,32 @@ class SpinSelector(selectors.EpollSelector if hasattr(selectors, "EpollSelector"
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
         if (timeout is None or timeout > 0) and self._watched:
-            now = time.monotonic_ns()
-            for c in self._watched:
-                if c.spin_due(now, self.spin_ns):
-                    self.spins += 1
-                    if c.spin(self.spin_ns):
-                        self.spin_hits += 1
-                        c.deliver_spun()  # resolves futures: their tasks are ready now
-                        timeout = 0
-                    break
+            spun = spin_before_blocking(self._watched, self.spin_ns)
+            if spun:
+                self.spins += 1
+                if spun > 1:
+                    self.spin_hits += 1
+                    timeout = 0  # the spin resolved futures: their tasks are ready now
         ready: list[tuple[selectors.SelectorKey, int]] = super().select(timeout)
         return ready
+
+
+def spin_before_blocking(watched: list[Spinnable], spin_ns: int) -> int:
+    """Loop thread, when nothing else of the loop's is ready and it would block next: spin up to
+    ``spin_ns`` on the first of ``watched`` whose completion is predicted within ``spin_ns``, and
+    deliver what the spin saw.  0: nothing due, no spin; 1: spun, nothing came; 2: delivered.
+
+    The one spin of every loop: this selector's, the idle spin a device's completion runs on any
+    other asyncio loop once the loop has run what was ready (``arig._native.completion``), and a
+    trio waiter's before it waits on the port's fd (``arig._trio_hub``)."""
+    now = time.monotonic_ns()
+    for c in watched:
+        if c.spin_due(now, spin_ns):
+            if c.spin(spin_ns):
+                c.deliver_spun()  # resolves futures: their tasks are ready now
+                return 2
+            return 1
+    return 0
 
 
 def new_event_loop(spin_us: int = DEFAULT_SPIN_US) -> asyncio.AbstractEventLoop:

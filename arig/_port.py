@@ -24,6 +24,7 @@ on the loop's thread.
 from __future__ import annotations
 
 import asyncio
+import collections
 import selectors
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
@@ -136,8 +137,20 @@ class LoopPort:
         raise NotImplementedError
 
     def spin_selector(self) -> Any:
-        """The low-latency loop's selector (``arig.new_event_loop``), or None."""
+        """What spins on a device's completions before the loop blocks (``watch``/``unwatch`` a
+        device's completion): the low-latency loop's selector (``arig.new_event_loop``), a trio
+        run's hub; None where the loop does not (a device then spins once its waiter parks:
+        ``soon`` and ``others_ready``)."""
         return None
+
+    def soon(self, fn: Callable[[], Any]) -> None:
+        """Loop thread: call ``fn()`` on the loop once it has run what is ready now."""
+        raise NotImplementedError
+
+    def others_ready(self) -> bool:
+        """Loop thread: has the loop callbacks ready to run now, beside the caller?  False where
+        the loop does not say (uvloop)."""
+        return False
 
     async def at_shutdown(self, fn: Callable[[], Awaitable[Any]]) -> Any:
         """Await ``fn()`` when the loop shuts down, while it still runs (``asyncio.run``'s end, a
@@ -148,12 +161,16 @@ class LoopPort:
 class AsyncioPort(LoopPort):
     """The port of an asyncio loop: the default loop, uvloop, ``arig.new_event_loop``."""
 
-    __slots__ = ("loop", "_post", "_closed")
+    __slots__ = ("loop", "_post", "_closed", "_ready")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self._post = loop.call_soon_threadsafe
         self._closed = loop.is_closed
+        # asyncio's own loops keep their ready callbacks in ``_ready`` (a deque, since Python 3.4);
+        # uvloop keeps its in C, out of reach.
+        ready = getattr(loop, "_ready", None)
+        self._ready: Any = ready if isinstance(ready, collections.deque) else None
 
     def post(self, fn: Callable[..., Any], *args: Any) -> None:
         if self._closed():
@@ -167,6 +184,12 @@ class AsyncioPort(LoopPort):
 
     def add_reader(self, fd: int, fn: Callable[[], Any]) -> None:
         self.loop.add_reader(fd, fn)
+
+    def soon(self, fn: Callable[[], Any]) -> None:
+        self.loop.call_soon(fn)
+
+    def others_ready(self) -> bool:
+        return bool(self._ready)
 
     def remove_reader(self, fd: int) -> None:
         try:

@@ -71,6 +71,9 @@ class Timeline:
         # (value, order, fn): another device's work held until a value here (``arig._after``);
         # a heap of its own, not ``_due``, so no later value ahead of it can delay it.
         self._calls: list[tuple[int, int, Any]] = []
+        #: Called (loop thread) each time a waiter parks: the native engine's spin before the loop
+        #: blocks, on a loop that does not spin by itself (``arig._native.completion``); else None.
+        self.on_park: Any = None
 
     # -- loop thread -------------------------------------------------------
     @property
@@ -111,6 +114,8 @@ class Timeline:
             # only, and no shield doubles the cost of the await.
             fut = self._new_future()
             heapq.heappush(self._heap, (v, next(self._ids), fut))
+            if self.on_park is not None:
+                self.on_park()
             spin = await fut
             if spin is None:
                 return

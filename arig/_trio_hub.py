@@ -46,13 +46,17 @@ import collections
 import os
 import select
 import threading
+import time
+import types
 from collections.abc import Callable, Generator
 from typing import Any
 
 import trio
+import trio.testing
 
 from . import _log
 from ._errors import describe
+from ._loop import spin_before_blocking
 
 __all__ = ["Hub", "guarded", "PENDING"]
 
@@ -66,12 +70,17 @@ except ImportError:  # pragma: no cover - a trio without it: the public call
 #: A TrioFuture's state while it has no result (``arig._trio_future`` sets the others).
 PENDING = 0
 
+#: A leader's spin before it waits on the fd, at most (``arig._native.completion.PARK_SPIN_NS``'s).
+SPIN_NS = 30_000
+
 _current_task = trio.lowlevel.current_task
 _reschedule = trio.lowlevel.reschedule
 _wait_rescheduled = trio.lowlevel.wait_task_rescheduled
 _wait_readable = trio.lowlevel.wait_readable
 _SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
 _yield = trio.lowlevel.cancel_shielded_checkpoint
+# Parks until no other task of the run is runnable (trio's scheduler wakes it before it would block).
+_wait_idle = trio.testing.wait_all_tasks_blocked
 # Typed here: some trio releases declare the decorator without types.
 _protect: Callable[[Callable[..., Any]], Callable[..., Any]] = trio.lowlevel.enable_ki_protection
 
@@ -103,7 +112,8 @@ def _is_epoll(fd: int) -> bool:
 class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
-    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested")
+    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested",
+                 "_watched")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
         """On the run's thread, inside the run."""
@@ -130,6 +140,8 @@ class Hub:
         self.resume: Callable[[Any, Any], None] = _reschedule
         runner = getattr(_RUN, "runner", None)
         self._fast: Callable[[Any, Any], None] = getattr(runner, "reschedule", _reschedule)
+        #: The devices' completions a leader or the reader spins on before it waits on the fd (``watch``).
+        self._watched: list[Any] = []
 
     # -- any thread ---------------------------------------------------------------------------
     def post(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -243,6 +255,32 @@ class Hub:
             except BaseException:  # noqa: BLE001 - the run is over (RunFinishedError): nothing runs any more
                 pass
 
+    def watch(self, c: Any) -> None:
+        """Spin on ``c`` (a device's completion: ``arig._loop.Spinnable``) before a leader waits."""
+        self._watched.append(c)
+
+    def unwatch(self, c: Any) -> None:
+        if c in self._watched:
+            self._watched.remove(c)
+
+    def _spin_first(self) -> Generator[Any, Any, bool]:
+        """Before a wait on the fd: where a watched completion is predicted within SPIN_NS, wait
+        until no other task of the run is runnable (the run would block next), then spin for it as
+        ``arig.new_event_loop``'s selector does before it blocks.  True: it waited and spun (the
+        caller looks again at what it waits for); False: nothing near, no wait.
+
+        Why wait for idleness first: a task that spins holds the run's thread, and the tasks of
+        the pass trio is running (not in its run queue any more) would wait behind it."""
+        now = time.monotonic_ns()
+        if not any(c.spin_due(now, SPIN_NS) for c in self._watched):
+            return False
+        yield from _wait_idle().__await__()
+        spin_before_blocking(self._watched, SPIN_NS)
+        return True
+
+    #: ``_spin_first`` for ``await`` (the reader task's).
+    _spin_first_async = types.coroutine(_spin_first)
+
     def may_lead(self) -> bool:
         return self.leader is None and not self.on_fd and self.fd is not None
 
@@ -260,6 +298,8 @@ class Hub:
                     self.drain()
                 if fut._state != PENDING:
                     return True
+                if self._watched and (yield from self._spin_first()):
+                    continue  # spun: look again (the spin, or another task meanwhile, may have resolved it)
                 self.parked = True
                 try:
                     yield from _wait_readable(fd).__await__()
@@ -288,15 +328,18 @@ class Hub:
                 if self.leader is not None:
                     await self._stand_by()
                     continue
-                self.on_fd = True
-                try:
-                    await _wait_readable(self.fd)
-                finally:
-                    if self._reader is token:
-                        self.on_fd = False
-                if self._reader is not token:  # never after stop_reading: a reader removed then is not called
-                    break
-                self._service()
+                # Spin first where a completion is near (as a leader does); then the woken task may
+                # lead next (below).
+                if not (self._watched and (await self._spin_first_async())):
+                    self.on_fd = True
+                    try:
+                        await _wait_readable(self.fd)
+                    finally:
+                        if self._reader is token:
+                            self.on_fd = False
+                    if self._reader is not token:  # never after stop_reading: a reader removed then is not called
+                        break
+                    self._service()
                 # A task the service woke may wait again at once: let it lead.  The reader yields
                 # before it waits on the fd again, for two passes at most (trio runs the tasks of a
                 # pass in either order); meanwhile no one waits on the fd, but the reader is due to

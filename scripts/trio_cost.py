@@ -12,7 +12,10 @@ the medians are printed:
   CPU per completion;
 * ``ready``: ``dev.wait`` of a value already reached (no park): the loop's CPU per call.
 
-Usage: python3 scripts/trio_cost.py [--repeat N] [--seconds S] [--profile asyncio|trio]
+``--device fake-cuda`` runs the CUDA device over FakeCuda (``arig.testing``) with an empty ``Launch``:
+the CUDA device's own submit and completion path on the loop, with the fake's thread as the GPU.
+
+Usage: python3 scripts/trio_cost.py [--repeat N] [--seconds S] [--profile asyncio|trio] [--device host|fake-cuda]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import anyio
 
 import arig
+import arig.cuda
 import arig.host
 
 TASKS = 64
@@ -40,24 +44,24 @@ def _fill(queue: Any, arg: Any, v: int) -> None:
     queue.enqueue(_nothing)
 
 
-async def _one(dev: arig.Device, n: int) -> tuple[float, float]:
+async def _one(dev: arig.Device, n: int, work: Any) -> tuple[float, float]:
     submit, wait = dev.submit, dev.wait
     for _ in range(min(n, 200)):
-        await wait(await submit(_fill))
+        await wait(await submit(work))
     t0, c0 = time.perf_counter(), time.thread_time()
     for _ in range(n):
-        await wait(await submit(_fill))
+        await wait(await submit(work))
     return (time.perf_counter() - t0) / n * 1e6, (time.thread_time() - c0) / n * 1e6
 
 
-async def _tasks(dev: arig.Device, seconds: float) -> tuple[float, float]:
+async def _tasks(dev: arig.Device, seconds: float, work: Any) -> tuple[float, float]:
     submit, wait = dev.submit, dev.wait
     done = [0]
     stop_at = [0.0]
 
     async def task() -> None:
         while time.perf_counter() < stop_at[0]:
-            await wait(await submit(_fill))
+            await wait(await submit(work))
             done[0] += 1
 
     async def burst(s: float) -> None:
@@ -74,8 +78,8 @@ async def _tasks(dev: arig.Device, seconds: float) -> tuple[float, float]:
     return n / (time.perf_counter() - t0), (time.thread_time() - c0) / n * 1e6
 
 
-async def _ready(dev: arig.Device, n: int) -> float:
-    v = await dev.submit(_fill)
+async def _ready(dev: arig.Device, n: int, work: Any) -> float:
+    v = await dev.submit(work)
     await dev.wait(v)
     wait = dev.wait
     c0 = time.thread_time()
@@ -84,15 +88,27 @@ async def _ready(dev: arig.Device, n: int) -> float:
     return (time.thread_time() - c0) / n * 1e6
 
 
-async def _row(seconds: float, profile: bool) -> dict[str, float]:
-    dev = await arig.open(arig.host.cpu(), stop_timeout=10)
+async def _open(device: str) -> tuple[arig.Device, Any]:
+    """An open device and its empty work."""
+    if device == "host":
+        return await arig.open(arig.host.cpu(), stop_timeout=10), _fill
+    dev = await arig.open(arig.cuda.gpu(0), stop_timeout=10)
+    img = await dev.load(_FAKE.image(empty=(lambda _: None, ())))
+    return dev, arig.cuda.Launch(img.function("empty"), 1, 1, b"")
+
+
+_FAKE: Any = None
+
+
+async def _row(seconds: float, profile: bool, device: str = "host") -> dict[str, float]:
+    dev, work = await _open(device)
     prof = cProfile.Profile() if profile else None
     try:
         if prof is not None:
             prof.enable()
-        lat, cpu1 = await _one(dev, int(seconds * 20_000))
-        rate, cpu64 = await _tasks(dev, seconds)
-        ready = await _ready(dev, 20_000)
+        lat, cpu1 = await _one(dev, int(seconds * 20_000), work)
+        rate, cpu64 = await _tasks(dev, seconds, work)
+        ready = await _ready(dev, 20_000, work)
     finally:
         if prof is not None:
             prof.disable()
@@ -106,14 +122,27 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--seconds", type=float, default=0.5)
     p.add_argument("--profile", choices=("asyncio", "trio"), help="one cProfile'd run of this library instead")
+    p.add_argument("--device", choices=("host", "fake-cuda"), default="host")
     a = p.parse_args()
+    if a.device == "fake-cuda":
+        global _FAKE
+        from arig.testing import FakeCuda
+
+        _FAKE = FakeCuda()
+        with _FAKE.installed():
+            _main(a)
+    else:
+        _main(a)
+
+
+def _main(a: argparse.Namespace) -> None:
     if a.profile:
-        anyio.run(_row, a.seconds, True, backend=a.profile)
+        anyio.run(_row, a.seconds, True, a.device, backend=a.profile)
         return
     rows: dict[str, list[dict[str, float]]] = {"asyncio": [], "trio": []}
     for _ in range(a.repeat):
         for lib in rows:
-            rows[lib].append(anyio.run(_row, a.seconds, False, backend=lib))
+            rows[lib].append(anyio.run(_row, a.seconds, False, a.device, backend=lib))
     med = {lib: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for lib, rs in rows.items()}
     print(f"medians of {a.repeat} runs each: {'':14} {'asyncio':>10} {'trio':>10} {'trio/asyncio':>13}")
     for k, what in (

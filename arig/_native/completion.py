@@ -30,6 +30,7 @@ from .._memory import never_free
 from .._errors import ArigError, FillError
 from .._port import port_of, settle
 from .._backend import fill_result
+from .._loop import spin_before_blocking
 from . import PY, PY_FAILED, Core
 
 __all__ = ["NativeCompletion", "IDLE_SPIN_NS"]
@@ -56,6 +57,15 @@ LOOP_SPIN_MAX_NS = 200_000
 LEAD_WEIGHT = 0.2
 LEAD_TELL_NS = 2_000
 
+#: The spin before the loop blocks, on a loop that has no spinning selector (asyncio's default
+#: loop, uvloop): once a waiter parks and the loop has run what was ready then, if nothing else is
+#: ready and a completion is predicted within PARK_SPIN_NS (or none is predicted yet: just
+#: submitted), the loop spins on the words for at most PARK_SPIN_NS, as ``arig.new_event_loop``'s
+#: selector does before it blocks.  Short work (an empty kernel: a few microseconds of GPU time) is
+#: then seen as the GPU writes its word, not ~10-20 µs later through the eventfd and a wake-up of a
+#: blocked loop, which also costs more CPU than the spin.  Long work is predicted far: no spin.
+PARK_SPIN_NS = 30_000
+
 
 class NativeCompletion:
     """The loop side of a device's native core (see the module docstring); a device subclasses it
@@ -68,6 +78,13 @@ class NativeCompletion:
     _woke_at = 0  # CLOCK_MONOTONIC ns of the loop's last wake-up (on_wake)
     _lead = 0.0  # the loop's lead to its spin (LEAD_WEIGHT), and what the core was told of it
     _lead_told = 0
+    # The spin before the loop blocks (spin_due, spin: any loop's): how many, how many saw progress;
+    # the predicted end last asked about, and one a spin already missed (not spun for again until
+    # some progress: a miss while none was predicted, 0, waits for progress too).
+    _idle_spins = _idle_spin_hits = 0
+    _due_asked = 0
+    _missed_due = -1
+    _park_queued = False  # a park spin is queued on the loop (PARK_SPIN_NS)
 
     def _start(self, owner: Any, n: int, memops: bool, make: Any, join: bool) -> None:
         """Make and start the core (``make(eventfd)``); ``join``: its last lane is the join lane."""
@@ -120,6 +137,8 @@ class NativeCompletion:
         self._selector = port.spin_selector()
         if self._selector is not None:
             self._selector.watch(self)
+        else:
+            self._owner.timeline.on_park = self._on_park  # the loop spins not by itself: spin once a waiter parks
 
     def add_join_lane(self) -> None:
         """Loop thread: deliver the join lane's progress too (its timeline lane exists now)."""
@@ -214,6 +233,8 @@ class NativeCompletion:
         if core.loop_spin(min(max(left, 0) + LOOP_SPIN_PAST_NS, LOOP_SPIN_MAX_NS)):
             self._loop_spin_hits += 1
             self.deliver_spun()
+        else:
+            self._missed_due = due  # past it now: the loop spins for this end no more (spin_due)
 
     def deliver(self) -> bool:
         """Loop thread: report every lane's progress (one batch), then any fault.  True: progress."""
@@ -236,6 +257,7 @@ class NativeCompletion:
                 ns = t.value if stamped else self._release_time(q)
                 tl.report_local(q, v, ns * 1e-9 if ns else None)
                 progressed = True
+                self._missed_due = -1
         if self._fault.value and not self._lost_told:
             self._fault_found()
         if self._space and not self.full():
@@ -267,16 +289,39 @@ class NativeCompletion:
             self._lost_told = True
             self.core.abort()
 
-    # -- the low-latency loop's selector (loop thread) ------------------------------------
+    # -- the spin before the loop blocks (loop thread): arig._loop.spin_before_blocking ---------
     def spin_due(self, now_ns: int, window_ns: int) -> bool:
-        """Is a waiter pending and a completion predicted within ``window_ns``?"""
+        """Is a waiter pending and a completion predicted within ``window_ns`` (and not spun for
+        in vain already)?"""
         if self.core is None or not self._owner.timeline.waiting:
             return False
-        due = self.core.due()  # 0: nothing predicted yet (just submitted); the spin ends once it is, if past the window
-        return due - now_ns < window_ns
+        due = self._due_asked = self.core.due()  # 0: nothing predicted yet (just submitted); the spin ends once it is, if past the window
+        return due - now_ns < window_ns and due != self._missed_due
 
     def spin(self, ns: int) -> bool:
-        return self.core is not None and self.core.loop_spin(ns)
+        if self.core is None:
+            return False
+        self._idle_spins += 1
+        if self.core.loop_spin(ns):
+            self._idle_spin_hits += 1
+            return True
+        self._missed_due = self._due_asked
+        return False
+
+    def _on_park(self) -> None:
+        """A waiter parks (loop thread, ``Timeline.wait``): queue the park spin (PARK_SPIN_NS) behind
+        what the loop has ready now, once."""
+        if not self._park_queued and self._port is not None:
+            self._park_queued = True
+            self._port.soon(self._park_spin)
+
+    def _park_spin(self) -> None:
+        """The loop ran what was ready when a waiter parked: unless more is ready, spin before it
+        blocks (PARK_SPIN_NS).  Never raises."""
+        self._park_queued = False
+        if self.core is None or self._port.others_ready():
+            return  # the loop does not block now: whoever parks next queues it again
+        spin_before_blocking([self], PARK_SPIN_NS)
 
     def deliver_spun(self) -> None:
         if self.core is not None:
@@ -287,6 +332,8 @@ class NativeCompletion:
         if self._selector is not None:
             self._selector.unwatch(self)
             self._selector = None
+        if self._owner.timeline.on_park == self._on_park:
+            self._owner.timeline.on_park = None
         if self._reader:
             self._port.remove_reader(self._efd)
             self._reader = False
@@ -326,10 +373,12 @@ class NativeCompletion:
     def stats(self) -> dict[str, int]:
         """The core's counters and gauges, then the loop's: woken ahead of a completion with a
         prediction (``loop_woke_empty``), of those too early to spin (``loop_woke_far``, and how far
-        in all: ``loop_far_ns``), spins in the window and those that saw the completion."""
+        in all: ``loop_far_ns``), spins in the window and those that saw the completion, and spins
+        before the loop blocks and those that saw progress (``idle_spins``, ``idle_spin_hits``)."""
         out = self.core.stats() if self.core is not None else {}
         out.update(loop_woke_empty=self._woke_empty, loop_woke_far=self._woke_far, loop_far_ns=self._far_ns,
-                   loop_spins=self._loop_spins, loop_spin_hits=self._loop_spin_hits, loop_lead_ns=self._lead_told)
+                   loop_spins=self._loop_spins, loop_spin_hits=self._loop_spin_hits, loop_lead_ns=self._lead_told,
+                   idle_spins=self._idle_spins, idle_spin_hits=self._idle_spin_hits)
         return out
 
     def close(self, idle: bool) -> None:

@@ -1,0 +1,288 @@
+"""On any loop, a waiter that parks on short work is spun for before the loop blocks.
+
+A completion reaches a loop blocked in its selector through the eventfd, and the wake-up costs
+tens of microseconds more than a loop that is still running.  ``arig.new_event_loop``'s selector
+spins for a completion predicted near just before it blocks; every other loop gets the same spin
+from the native engine:
+
+* asyncio's default loop and uvloop: when a waiter parks (``Timeline.on_park``), a callback is
+  queued behind what the loop has ready then (one per pass, however many park); when it runs and
+  nothing else is ready (``LoopPort.others_ready``), it spins up to ``PARK_SPIN_NS`` for a
+  completion predicted within that (or none predicted yet: just submitted), and delivers;
+* trio: the waiter that leads the port's fd, or the port's reader task, waits until no other
+  task is runnable before it spins (a task that spins holds the run's thread, and the tasks of
+  the pass trio runs are no longer in its run queue, so that queue cannot say they wait).
+
+A predicted end spun for in vain is not spun for again until some progress.  Here over stand-ins
+of a device's completion (what the spin does is the core's ``loop_spin``, measured on a GPU by
+the bench) and over FakeCuda's native core on real loops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+import trio
+
+import arig
+import arig._native
+import arig.cuda
+from arig._native import completion as nc
+from arig._port import AsyncioPort
+from arig._running import running_loop
+from arig.testing import FakeCuda
+
+
+class _Core:
+    """The loop-side calls of a core whose next completion is predicted ``ahead_ns`` from now."""
+
+    def __init__(self, ahead_ns: int | None, sees: bool) -> None:
+        self._due = 0 if ahead_ns is None else time.monotonic_ns() + ahead_ns
+        self.sees = sees
+        self.spins: list[int] = []
+        self.armed = 0
+
+    def due(self) -> int:
+        return self._due
+
+    def loop_spin(self, ns: int) -> bool:
+        self.spins.append(ns)
+        return self.sees
+
+    def arm(self) -> None:
+        self.armed += 1
+
+
+class _Timeline:
+    waiting = True
+    on_park: Any = None
+
+
+class _Owner:
+    def __init__(self) -> None:
+        self.timeline = _Timeline()
+
+
+class _Port:
+    """A loop port that queues ``soon`` calls (run by the test) and says whether others are ready."""
+
+    def __init__(self) -> None:
+        self.queued: list[Any] = []
+        self.others = False
+
+    def soon(self, fn: Any) -> None:
+        self.queued.append(fn)
+
+    def others_ready(self) -> bool:
+        return self.others
+
+
+def _completion(core: _Core) -> Any:
+    c = nc.NativeCompletion.__new__(nc.NativeCompletion)
+    c.core = core  # type: ignore[assignment]
+    c._owner = _Owner()
+    c._port = _Port()
+    c.delivered = 0
+
+    def deliver() -> bool:
+        c.delivered += 1
+        c._missed_due = -1  # progress, as the real deliver notes it
+        return True
+
+    c.deliver = deliver
+    return c
+
+
+def test_many_parks_queue_one_spin_behind_what_is_ready() -> None:
+    c = _completion(_Core(5_000, sees=True))
+    for _ in range(10):
+        c._on_park()
+    assert len(c._port.queued) == 1 and c.core.spins == [], "queued once, nothing spun at the park itself"
+    c._port.queued.pop()()
+    assert c.core.spins == [nc.PARK_SPIN_NS] and c.core.armed == 1 and c.delivered == 1
+    c._on_park()
+    assert len(c._port.queued) == 1, "the next park queues it again"
+
+
+@pytest.mark.parametrize("ahead_ns", [None, 0, 5_000, 25_000])
+def test_a_near_or_unpredicted_completion_is_spun_for_when_nothing_else_is_ready(ahead_ns: int | None) -> None:
+    c = _completion(_Core(ahead_ns, sees=True))
+    c._on_park()
+    c._port.queued.pop()()
+    assert c.core.spins == [nc.PARK_SPIN_NS] and c.delivered == 1
+    assert (c._idle_spins, c._idle_spin_hits) == (1, 1)
+
+
+def test_no_spin_while_the_loop_has_other_callbacks_ready() -> None:
+    c = _completion(_Core(5_000, sees=True))
+    c._port.others = True
+    c._on_park()
+    c._port.queued.pop()()
+    assert c.core.spins == [] and c.delivered == 0
+
+
+@pytest.mark.parametrize("ahead_ns", [nc.PARK_SPIN_NS + 20_000, 1_000_000])
+def test_no_spin_for_a_completion_predicted_further_than_the_spin(ahead_ns: int) -> None:
+    c = _completion(_Core(ahead_ns, sees=True))
+    c._on_park()
+    c._port.queued.pop()()
+    assert c.core.spins == [] and c.delivered == 0
+
+
+def test_no_spin_without_a_waiter_or_once_the_device_is_closed() -> None:
+    c = _completion(_Core(5_000, sees=True))
+    c._owner.timeline.waiting = False
+    c._on_park()
+    c._port.queued.pop()()
+    assert c.core.spins == []
+    c._owner.timeline.waiting = True
+    c._on_park()
+    core, c.core = c.core, None
+    c._port.queued.pop()()  # the device closed meanwhile
+    assert core.spins == []
+
+
+def test_an_end_spun_for_in_vain_is_not_spun_for_again_until_progress() -> None:
+    core = _Core(5_000, sees=False)
+    c = _completion(core)
+    for _ in range(3):
+        c._on_park()
+        c._port.queued.pop()()
+    assert len(core.spins) == 1 and c.delivered == 0, "one spin for that end"
+    c.deliver()  # progress
+    c._on_park()
+    c._port.queued.pop()()
+    assert len(core.spins) == 2, "after progress the loop spins again"
+
+
+def test_a_miss_while_nothing_was_predicted_waits_for_progress_too() -> None:
+    core = _Core(None, sees=False)
+    c = _completion(core)
+    for _ in range(3):
+        c._on_park()
+        c._port.queued.pop()()
+    assert len(core.spins) == 1
+
+
+def test_a_missed_spin_in_the_predicted_window_is_not_spun_again_at_the_park() -> None:
+    core = _Core(20_000, sees=False)
+    c = _completion(core)
+    c._spin_near()  # the window's spin (after a pre-wake) missed this end
+    assert len(core.spins) == 1
+    c._on_park()
+    c._port.queued.pop()()
+    assert len(core.spins) == 1, "the park spin does not spin for it again"
+
+
+def test_asyncios_port_says_whether_other_callbacks_are_ready() -> None:
+    async def main() -> None:
+        port = AsyncioPort(asyncio.get_running_loop())
+        seen: list[bool] = []
+        port.soon(lambda: seen.append(port.others_ready()))
+        asyncio.get_running_loop().call_soon(lambda: None)  # queued after it: ready when it runs
+        await asyncio.sleep(0.01)
+        port.soon(lambda: seen.append(port.others_ready()))
+        await asyncio.sleep(0.01)
+        assert seen == [True, False]
+
+    asyncio.run(main())
+
+
+def _store(args: bytes) -> None:
+    return None
+
+
+async def _round_trips(fake: FakeCuda, n: int) -> dict[str, Any]:
+    dev = await arig.open(arig.cuda.gpu(0), stop_timeout=10)
+    try:
+        img = await dev.load(fake.image(empty=(_store, ())))
+        launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
+        for _ in range(n):
+            await dev.wait(await dev.submit(launch))
+        out = np.zeros(4, np.uint8)
+        buf = await dev.alloc(4)
+        await dev.upload(buf, np.arange(4, dtype=np.uint8))
+        await dev.download(buf, out)
+        assert out.tolist() == [0, 1, 2, 3]
+        return dict(dev._backend.completion.stats(), on_park=dev._backend.timeline.on_park is not None)
+    finally:
+        await dev.stop()
+
+
+def test_waits_on_the_default_asyncio_loop_are_spun_for_when_they_park() -> None:
+    fake = FakeCuda()
+    with fake.installed():
+        if arig._native.library() is None:
+            pytest.skip("the native core is not in use here")
+        stats = asyncio.run(_round_trips(fake, 50))
+    assert stats["on_park"] and stats["idle_spins"] >= 1, stats
+    assert fake.violations == []
+
+
+def test_arigs_own_loop_spins_in_its_selector_not_at_the_park() -> None:
+    fake = FakeCuda()
+    with fake.installed():
+        if arig._native.library() is None:
+            pytest.skip("the native core is not in use here")
+        with asyncio.Runner(loop_factory=arig.new_event_loop) as runner:
+            stats = runner.run(_round_trips(fake, 20))
+    assert not stats["on_park"], "no park spin where the selector spins"
+
+
+def test_trio_waits_are_spun_for_with_no_hook_at_the_park() -> None:
+    fake = FakeCuda()
+    with fake.installed():
+        if arig._native.library() is None:
+            pytest.skip("the native core is not in use here")
+        stats = trio.run(_round_trips, fake, 50)
+    assert not stats["on_park"] and stats["idle_spins"] >= 1, stats
+
+
+class _Spinnable:
+    """A completion for the trio hub: always due; records whether ``other`` was blocked at each spin."""
+
+    def __init__(self, other: dict[str, bool]) -> None:
+        self.other = other
+        self.at_spin: list[bool] = []
+
+    def spin_due(self, now_ns: int, window_ns: int) -> bool:
+        return True
+
+    def spin(self, ns: int) -> bool:
+        self.at_spin.append(self.other["blocked"])
+        return False
+
+    def deliver_spun(self) -> None:
+        raise AssertionError("no spin saw anything")
+
+
+def test_a_trio_leader_spins_only_once_no_other_task_is_runnable() -> None:
+    async def main() -> None:
+        port = running_loop()
+        other = {"blocked": False}
+        s = _Spinnable(other)
+        port._hub.watch(s)
+        fut = port.create_future()
+        release = trio.Event()
+
+        async def busy() -> None:
+            for _ in range(50):  # runnable through many passes of the scheduler
+                await trio.lowlevel.checkpoint()
+            other["blocked"] = True
+            await release.wait()
+            other["blocked"] = False
+
+        async with trio.open_nursery() as n:
+            n.start_soon(busy)
+            port.call_later(0.02, fut.set_result, 1)
+            with trio.fail_after(5):
+                assert await fut == 1
+            release.set()
+        port._hub.unwatch(s)
+        assert s.at_spin and all(s.at_spin), f"spun while the other task was runnable: {s.at_spin}"
+
+    trio.run(main)
