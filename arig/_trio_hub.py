@@ -46,13 +46,10 @@ import collections
 import os
 import select
 import threading
-import time
-import types
 from collections.abc import Callable, Generator
 from typing import Any
 
 import trio
-import trio.testing
 
 from . import _log
 from ._errors import describe
@@ -79,8 +76,6 @@ _wait_rescheduled = trio.lowlevel.wait_task_rescheduled
 _wait_readable = trio.lowlevel.wait_readable
 _SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
 _yield = trio.lowlevel.cancel_shielded_checkpoint
-# Parks until no other task of the run is runnable (trio's scheduler wakes it before it would block).
-_wait_idle = trio.testing.wait_all_tasks_blocked
 # Typed here: some trio releases declare the decorator without types.
 _protect: Callable[[Callable[..., Any]], Callable[..., Any]] = trio.lowlevel.enable_ki_protection
 
@@ -113,7 +108,7 @@ class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
     __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested",
-                 "_watched")
+                 "_watched", "_runq", "_reader_task")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
         """On the run's thread, inside the run."""
@@ -140,8 +135,11 @@ class Hub:
         self.resume: Callable[[Any, Any], None] = _reschedule
         runner = getattr(_RUN, "runner", None)
         self._fast: Callable[[Any, Any], None] = getattr(runner, "reschedule", _reschedule)
-        #: The devices' completions a leader or the reader spins on before it waits on the fd (``watch``).
+        #: The devices' completions a leader or the reader spins on before it waits on the fd
+        #: (``watch``), and the run's queue of runnable tasks (None: trio's statistics are asked).
         self._watched: list[Any] = []
+        self._runq: Any = getattr(runner, "runq", None)
+        self._reader_task: Any = None  # the reader's task while it runs (read): in the run queue, it stands by
 
     # -- any thread ---------------------------------------------------------------------------
     def post(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -263,23 +261,23 @@ class Hub:
         if c in self._watched:
             self._watched.remove(c)
 
-    def _spin_first(self) -> Generator[Any, Any, bool]:
-        """Before a wait on the fd: where a watched completion is predicted within SPIN_NS, wait
-        until no other task of the run is runnable (the run would block next), then spin for it as
-        ``arig.new_event_loop``'s selector does before it blocks.  True: it waited and spun (the
-        caller looks again at what it waits for); False: nothing near, no wait.
+    def _spin_first(self) -> bool:
+        """Before a wait on the fd: where no other task is in the run queue, spin for a watched
+        completion predicted within SPIN_NS (``arig._loop.spin_before_blocking``).  True: the spin
+        delivered (the caller looks again at what it waits for).
 
-        Why wait for idleness first: a task that spins holds the run's thread, and the tasks of
-        the pass trio is running (not in its run queue any more) would wait behind it."""
-        now = time.monotonic_ns()
-        if not any(c.spin_due(now, SPIN_NS) for c in self._watched):
+        The tasks of the pass trio runs now are out of its run queue, so one may still wait behind
+        the spin; it ends at the first progress of any watched lane (with many tasks, the next
+        completion, microseconds away) and within SPIN_NS.  A wait until no task is runnable
+        (``trio.testing.wait_all_tasks_blocked``) would be exact, but a task that never blocks would
+        then keep the waiter from its completion."""
+        runq = self._runq
+        if runq is None:
+            if trio.lowlevel.current_statistics().tasks_runnable:
+                return False
+        elif runq and not (len(runq) == 1 and runq[0] is self._reader_task):  # the reader would stand by
             return False
-        yield from _wait_idle().__await__()
-        spin_before_blocking(self._watched, SPIN_NS)
-        return True
-
-    #: ``_spin_first`` for ``await`` (the reader task's).
-    _spin_first_async = types.coroutine(_spin_first)
+        return spin_before_blocking(self._watched, SPIN_NS) > 1
 
     def may_lead(self) -> bool:
         return self.leader is None and not self.on_fd and self.fd is not None
@@ -298,8 +296,8 @@ class Hub:
                     self.drain()
                 if fut._state != PENDING:
                     return True
-                if self._watched and (yield from self._spin_first()):
-                    continue  # spun: look again (the spin, or another task meanwhile, may have resolved it)
+                if self._watched and self._spin_first():
+                    continue  # the spin delivered: look again
                 self.parked = True
                 try:
                     yield from _wait_readable(fd).__await__()
@@ -323,6 +321,7 @@ class Hub:
 
     async def read(self, token: object) -> None:
         """The reader task: read the hub's fd while no one leads, until ``stop_reading``."""
+        self._reader_task = _current_task()
         try:
             while self._reader is token and self.fd is not None:
                 if self.leader is not None:
@@ -330,7 +329,7 @@ class Hub:
                     continue
                 # Spin first where a completion is near (as a leader does); then the woken task may
                 # lead next (below).
-                if not (self._watched and (await self._spin_first_async())):
+                if not (self._watched and self._spin_first()):
                     self.on_fd = True
                     try:
                         await _wait_readable(self.fd)
@@ -351,6 +350,8 @@ class Hub:
         except (trio.ClosedResourceError, OSError):
             pass  # the run ends (close): nothing more to read
         finally:
+            if self._reader_task is _current_task():
+                self._reader_task = None
             if self._reader is token:  # ended otherwise than by stop_reading or close
                 self._reader = None
                 self._hand_drain()

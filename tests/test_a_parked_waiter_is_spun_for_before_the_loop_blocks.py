@@ -9,9 +9,9 @@ from the native engine:
   queued behind what the loop has ready then (one per pass, however many park); when it runs and
   nothing else is ready (``LoopPort.others_ready``), it spins up to ``PARK_SPIN_NS`` for a
   completion predicted within that (or none predicted yet: just submitted), and delivers;
-* trio: the waiter that leads the port's fd, or the port's reader task, waits until no other
-  task is runnable before it spins (a task that spins holds the run's thread, and the tasks of
-  the pass trio runs are no longer in its run queue, so that queue cannot say they wait).
+* trio: the waiter that leads the port's fd, or the port's reader task, spins before it waits on
+  the fd where no other task is in trio's run queue (a task of the pass trio runs now may still
+  wait behind it: the spin ends at the first progress of any lane, and within its bound).
 
 A predicted end spun for in vain is not spun for again until some progress.  Here over stand-ins
 of a device's completion (what the spin does is the core's ``loop_spin``, measured on a GPU by
@@ -243,46 +243,52 @@ def test_trio_waits_are_spun_for_with_no_hook_at_the_park() -> None:
 
 
 class _Spinnable:
-    """A completion for the trio hub: always due; records whether ``other`` was blocked at each spin."""
+    """A completion for the trio hub: always due, never seen; records the run queue's length and the
+    spin's bound at each spin."""
 
-    def __init__(self, other: dict[str, bool]) -> None:
-        self.other = other
-        self.at_spin: list[bool] = []
+    def __init__(self) -> None:
+        self.at_spin: list[tuple[int, int]] = []
 
     def spin_due(self, now_ns: int, window_ns: int) -> bool:
         return True
 
     def spin(self, ns: int) -> bool:
-        self.at_spin.append(self.other["blocked"])
+        runq = trio.lowlevel.current_statistics().tasks_runnable
+        self.at_spin.append((runq, ns))
         return False
 
     def deliver_spun(self) -> None:
         raise AssertionError("no spin saw anything")
 
 
-def test_a_trio_leader_spins_only_once_no_other_task_is_runnable() -> None:
+def test_a_trio_waiter_spins_only_with_the_run_queue_empty_and_is_not_kept_from_its_result() -> None:
+    """A task that never blocks stays in the run queue: the waiter does not spin while it does, and
+    it is not kept from its result (an exact wait for idleness would keep it for as long)."""
+
     async def main() -> None:
         port = running_loop()
-        other = {"blocked": False}
-        s = _Spinnable(other)
+        s = _Spinnable()
         port._hub.watch(s)
-        fut = port.create_future()
-        release = trio.Event()
+        stop = False
 
         async def busy() -> None:
-            for _ in range(50):  # runnable through many passes of the scheduler
+            while not stop:
                 await trio.lowlevel.checkpoint()
-            other["blocked"] = True
-            await release.wait()
-            other["blocked"] = False
 
         async with trio.open_nursery() as n:
             n.start_soon(busy)
+            fut = port.create_future()
             port.call_later(0.02, fut.set_result, 1)
-            with trio.fail_after(5):
+            with trio.fail_after(2):
                 assert await fut == 1
-            release.set()
+            stop = True
+        fut = port.create_future()  # alone now: the waiter spins before it waits
+        port.call_later(0.02, fut.set_result, 2)
+        with trio.fail_after(2):
+            assert await fut == 2
         port._hub.unwatch(s)
-        assert s.at_spin and all(s.at_spin), f"spun while the other task was runnable: {s.at_spin}"
+        assert s.at_spin, "the lone waiter spun"
+        assert all(runq == 0 for runq, _ in s.at_spin), s.at_spin[:20]
+        assert all(ns <= nc.PARK_SPIN_NS for _, ns in s.at_spin)
 
     trio.run(main)
