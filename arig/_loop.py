@@ -12,12 +12,11 @@ It is a plain ``asyncio.SelectorEventLoop`` (uvloop cannot take a custom
 selector); use it as ``asyncio.run(main(), loop_factory=arig.new_event_loop)``
 (Python 3.12+) or ``asyncio.Runner(loop_factory=arig.new_event_loop)``.
 
-The spin itself (``spin_before_blocking``) is every loop's: on asyncio's
+The spin itself (``spin_before_blocking``) is every asyncio loop's: on the
 default loop and uvloop a device's completion runs it once a waiter parked
-and the loop ran what was ready (``arig._native.completion``), and under trio
-the task that waits on the port's fd runs it once no other task is runnable
-(``arig._trio_hub``).  This selector runs it exactly where the loop blocks,
-at no cost per park.
+and the loop ran what was ready (``arig._native.completion``).  This selector
+runs it exactly where the loop blocks, at no cost per park.  A trio run has
+none (``LoopPort.spins_at_park`` says why).
 
 Everything here runs on the loop's own thread.
 """
@@ -77,9 +76,8 @@ def spin_before_blocking(watched: list[Spinnable], spin_ns: int) -> int:
     ``spin_ns`` on the first of ``watched`` whose completion is predicted within ``spin_ns``, and
     deliver what the spin saw.  0: nothing due, no spin; 1: spun, nothing came; 2: delivered.
 
-    The one spin of every loop: this selector's, the idle spin a device's completion runs on any
-    other asyncio loop once the loop has run what was ready (``arig._native.completion``), and a
-    trio waiter's before it waits on the port's fd (``arig._trio_hub``)."""
+    The one spin of every asyncio loop: this selector's, and the one a device's completion runs
+    on any other asyncio loop once the loop has run what was ready (``arig._native.completion``)."""
     now = time.monotonic_ns()
     for c in watched:
         if c.spin_due(now, spin_ns):

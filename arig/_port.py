@@ -138,19 +138,26 @@ class LoopPort:
 
     def spin_selector(self) -> Any:
         """What spins on a device's completions before the loop blocks (``watch``/``unwatch`` a
-        device's completion): the low-latency loop's selector (``arig.new_event_loop``), a trio
-        run's hub; None where the loop does not (a device then spins once its waiter parks:
+        device's completion): the low-latency loop's selector (``arig.new_event_loop``); None
+        where the loop does not (a device then spins once its waiter parks, where ``spins_at_park``:
         ``soon`` and ``others_ready``)."""
         return None
+
+    #: Does a device spin on its completions once a waiter parked and the loop ran what was ready
+    #: (``arig._native.completion``)?  asyncio's loops: yes.  A trio run: no.  There the spin would
+    #: run on a task (the one that reads the port's fd), and a waiter whose own spin resolved it
+    #: would go on without yielding to trio's scheduler: the run's other tasks then waited behind
+    #: it (64 tasks on an H100 completed at one task's rate, 0.38x asyncio's).
+    spins_at_park = False
 
     def soon(self, fn: Callable[[], Any]) -> None:
         """Loop thread: call ``fn()`` on the loop once it has run what is ready now."""
         raise NotImplementedError
 
-    def others_ready(self) -> bool:
-        """Loop thread: has the loop callbacks ready to run now, beside the caller?  False where
+    def others_ready(self) -> bool | None:
+        """Loop thread: has the loop callbacks ready to run now, beside the caller?  None where
         the loop does not say (uvloop)."""
-        return False
+        return None
 
     async def at_shutdown(self, fn: Callable[[], Awaitable[Any]]) -> Any:
         """Await ``fn()`` when the loop shuts down, while it still runs (``asyncio.run``'s end, a
@@ -162,6 +169,8 @@ class AsyncioPort(LoopPort):
     """The port of an asyncio loop: the default loop, uvloop, ``arig.new_event_loop``."""
 
     __slots__ = ("loop", "_post", "_closed", "_ready")
+
+    spins_at_park = True
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -188,8 +197,8 @@ class AsyncioPort(LoopPort):
     def soon(self, fn: Callable[[], Any]) -> None:
         self.loop.call_soon(fn)
 
-    def others_ready(self) -> bool:
-        return bool(self._ready)
+    def others_ready(self) -> bool | None:
+        return None if self._ready is None else bool(self._ready)
 
     def remove_reader(self, fd: int) -> None:
         try:

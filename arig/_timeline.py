@@ -147,6 +147,11 @@ class Timeline:
         """Does any waiter wait (loop thread)?"""
         return bool(self._heap)
 
+    @property
+    def waiters(self) -> int:
+        """How many waiters wait, at most (loop thread; a cancelled one counts until a delivery skips it)."""
+        return len(self._heap)
+
     def reached_at(self, v: int) -> float | None:
         """``time.perf_counter()`` at which ``v`` was seen reached, or None if unknown."""
         if v > self.reached or not self._hist_v:

@@ -53,7 +53,6 @@ import trio
 
 from . import _log
 from ._errors import describe
-from ._loop import spin_before_blocking
 
 __all__ = ["Hub", "guarded", "PENDING"]
 
@@ -66,9 +65,6 @@ except ImportError:  # pragma: no cover - a trio without it: the public call
 
 #: A TrioFuture's state while it has no result (``arig._trio_future`` sets the others).
 PENDING = 0
-
-#: A leader's spin before it waits on the fd, at most (``arig._native.completion.PARK_SPIN_NS``'s).
-SPIN_NS = 30_000
 
 _current_task = trio.lowlevel.current_task
 _reschedule = trio.lowlevel.reschedule
@@ -107,8 +103,7 @@ def _is_epoll(fd: int) -> bool:
 class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
-    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested",
-                 "_watched", "_runq", "_reader_task")
+    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
         """On the run's thread, inside the run."""
@@ -135,11 +130,6 @@ class Hub:
         self.resume: Callable[[Any, Any], None] = _reschedule
         runner = getattr(_RUN, "runner", None)
         self._fast: Callable[[Any, Any], None] = getattr(runner, "reschedule", _reschedule)
-        #: The devices' completions a leader or the reader spins on before it waits on the fd
-        #: (``watch``), and the run's queue of runnable tasks (None: trio's statistics are asked).
-        self._watched: list[Any] = []
-        self._runq: Any = getattr(runner, "runq", None)
-        self._reader_task: Any = None  # the reader's task while it runs (read): in the run queue, it stands by
 
     # -- any thread ---------------------------------------------------------------------------
     def post(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -253,32 +243,6 @@ class Hub:
             except BaseException:  # noqa: BLE001 - the run is over (RunFinishedError): nothing runs any more
                 pass
 
-    def watch(self, c: Any) -> None:
-        """Spin on ``c`` (a device's completion: ``arig._loop.Spinnable``) before a leader waits."""
-        self._watched.append(c)
-
-    def unwatch(self, c: Any) -> None:
-        if c in self._watched:
-            self._watched.remove(c)
-
-    def _spin_first(self) -> bool:
-        """Before a wait on the fd: where no other task is in the run queue, spin for a watched
-        completion predicted within SPIN_NS (``arig._loop.spin_before_blocking``).  True: the spin
-        delivered (the caller looks again at what it waits for).
-
-        The tasks of the pass trio runs now are out of its run queue, so one may still wait behind
-        the spin; it ends at the first progress of any watched lane (with many tasks, the next
-        completion, microseconds away) and within SPIN_NS.  A wait until no task is runnable
-        (``trio.testing.wait_all_tasks_blocked``) would be exact, but a task that never blocks would
-        then keep the waiter from its completion."""
-        runq = self._runq
-        if runq is None:
-            if trio.lowlevel.current_statistics().tasks_runnable:
-                return False
-        elif runq and not (len(runq) == 1 and runq[0] is self._reader_task):  # the reader would stand by
-            return False
-        return spin_before_blocking(self._watched, SPIN_NS) > 1
-
     def may_lead(self) -> bool:
         return self.leader is None and not self.on_fd and self.fd is not None
 
@@ -296,8 +260,6 @@ class Hub:
                     self.drain()
                 if fut._state != PENDING:
                     return True
-                if self._watched and self._spin_first():
-                    continue  # the spin delivered: look again
                 self.parked = True
                 try:
                     yield from _wait_readable(fd).__await__()
@@ -321,24 +283,20 @@ class Hub:
 
     async def read(self, token: object) -> None:
         """The reader task: read the hub's fd while no one leads, until ``stop_reading``."""
-        self._reader_task = _current_task()
         try:
             while self._reader is token and self.fd is not None:
                 if self.leader is not None:
                     await self._stand_by()
                     continue
-                # Spin first where a completion is near (as a leader does); then the woken task may
-                # lead next (below).
-                if not (self._watched and self._spin_first()):
-                    self.on_fd = True
-                    try:
-                        await _wait_readable(self.fd)
-                    finally:
-                        if self._reader is token:
-                            self.on_fd = False
-                    if self._reader is not token:  # never after stop_reading: a reader removed then is not called
-                        break
-                    self._service()
+                self.on_fd = True
+                try:
+                    await _wait_readable(self.fd)
+                finally:
+                    if self._reader is token:
+                        self.on_fd = False
+                if self._reader is not token:  # never after stop_reading: a reader removed then is not called
+                    break
+                self._service()
                 # A task the service woke may wait again at once: let it lead.  The reader yields
                 # before it waits on the fd again, for two passes at most (trio runs the tasks of a
                 # pass in either order); meanwhile no one waits on the fd, but the reader is due to
@@ -350,8 +308,6 @@ class Hub:
         except (trio.ClosedResourceError, OSError):
             pass  # the run ends (close): nothing more to read
         finally:
-            if self._reader_task is _current_task():
-                self._reader_task = None
             if self._reader is token:  # ended otherwise than by stop_reading or close
                 self._reader = None
                 self._hand_drain()

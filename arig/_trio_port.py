@@ -144,9 +144,6 @@ class TrioPort(LoopPort):
             self._reader.cancel()
             self._reader = None
 
-    def spin_selector(self) -> Any:
-        return self._hub  # a leader spins on the devices' completions before it waits
-
     def future_factory(self) -> Callable[[], Any]:
         return self._new
 

@@ -1,21 +1,20 @@
-"""On any loop, a waiter that parks on short work is spun for before the loop blocks.
+"""On asyncio's loops, a waiter that parks on short work is spun for before the loop blocks.
 
 A completion reaches a loop blocked in its selector through the eventfd, and the wake-up costs
 tens of microseconds more than a loop that is still running.  ``arig.new_event_loop``'s selector
-spins for a completion predicted near just before it blocks; every other loop gets the same spin
-from the native engine:
+spins for a completion predicted near just before it blocks; asyncio's default loop and uvloop get
+the same spin from the native engine: when a waiter parks (``Timeline.on_park``), a callback is
+queued behind what the loop has ready then (one per pass, however many park); when it runs and
+nothing else is ready (``LoopPort.others_ready``; where the loop does not say, as uvloop, only for
+a lone waiter), it spins up to ``PARK_SPIN_NS`` for a completion predicted within that (or none
+predicted yet: just submitted), and delivers.  A predicted end spun for in vain is not spun for
+again until some progress.
 
-* asyncio's default loop and uvloop: when a waiter parks (``Timeline.on_park``), a callback is
-  queued behind what the loop has ready then (one per pass, however many park); when it runs and
-  nothing else is ready (``LoopPort.others_ready``), it spins up to ``PARK_SPIN_NS`` for a
-  completion predicted within that (or none predicted yet: just submitted), and delivers;
-* trio: the waiter that leads the port's fd, or the port's reader task, spins before it waits on
-  the fd where no other task is in trio's run queue (a task of the pass trio runs now may still
-  wait behind it: the spin ends at the first progress of any lane, and within its bound).
+A trio run gets no such spin (``LoopPort.spins_at_park``): spun on a task, a waiter resolved by its
+own spin goes on without yielding to trio's scheduler, and the run's other tasks wait behind it.
 
-A predicted end spun for in vain is not spun for again until some progress.  Here over stand-ins
-of a device's completion (what the spin does is the core's ``loop_spin``, measured on a GPU by
-the bench) and over FakeCuda's native core on real loops.
+Here over stand-ins of a device's completion (what the spin does is the core's ``loop_spin``,
+measured on a GPU by the bench) and over FakeCuda's native core on real loops.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ import arig._native
 import arig.cuda
 from arig._native import completion as nc
 from arig._port import AsyncioPort
-from arig._running import running_loop
 from arig.testing import FakeCuda
 
 
@@ -59,6 +57,7 @@ class _Core:
 
 class _Timeline:
     waiting = True
+    waiters = 1
     on_park: Any = None
 
 
@@ -72,12 +71,12 @@ class _Port:
 
     def __init__(self) -> None:
         self.queued: list[Any] = []
-        self.others = False
+        self.others: bool | None = False
 
     def soon(self, fn: Any) -> None:
         self.queued.append(fn)
 
-    def others_ready(self) -> bool:
+    def others_ready(self) -> bool | None:
         return self.others
 
 
@@ -181,6 +180,7 @@ def test_a_missed_spin_in_the_predicted_window_is_not_spun_again_at_the_park() -
 def test_asyncios_port_says_whether_other_callbacks_are_ready() -> None:
     async def main() -> None:
         port = AsyncioPort(asyncio.get_running_loop())
+        assert port.spins_at_park
         seen: list[bool] = []
         port.soon(lambda: seen.append(port.others_ready()))
         asyncio.get_running_loop().call_soon(lambda: None)  # queued after it: ready when it runs
@@ -233,62 +233,32 @@ def test_arigs_own_loop_spins_in_its_selector_not_at_the_park() -> None:
     assert not stats["on_park"], "no park spin where the selector spins"
 
 
-def test_trio_waits_are_spun_for_with_no_hook_at_the_park() -> None:
+def test_a_trio_run_gets_no_spin_at_the_park() -> None:
     fake = FakeCuda()
     with fake.installed():
         if arig._native.library() is None:
             pytest.skip("the native core is not in use here")
         stats = trio.run(_round_trips, fake, 50)
-    assert not stats["on_park"] and stats["idle_spins"] >= 1, stats
+    assert not stats["on_park"] and stats["idle_spins"] == 0, stats
 
 
-class _Spinnable:
-    """A completion for the trio hub: always due, never seen; records the run queue's length and the
-    spin's bound at each spin."""
-
-    def __init__(self) -> None:
-        self.at_spin: list[tuple[int, int]] = []
-
-    def spin_due(self, now_ns: int, window_ns: int) -> bool:
-        return True
-
-    def spin(self, ns: int) -> bool:
-        runq = trio.lowlevel.current_statistics().tasks_runnable
-        self.at_spin.append((runq, ns))
-        return False
-
-    def deliver_spun(self) -> None:
-        raise AssertionError("no spin saw anything")
+@pytest.mark.parametrize("waiters", [1, 2, 64])
+def test_a_loop_that_does_not_say_what_is_ready_spins_for_a_lone_waiter_only(waiters: int) -> None:
+    c = _completion(_Core(5_000, sees=True))
+    c._port.others = None  # uvloop
+    c._owner.timeline.waiters = waiters
+    c._on_park()
+    c._port.queued.pop()()
+    assert len(c.core.spins) == (1 if waiters == 1 else 0)
 
 
-def test_a_trio_waiter_spins_only_with_the_run_queue_empty_and_is_not_kept_from_its_result() -> None:
-    """A task that never blocks stays in the run queue: the waiter does not spin while it does, and
-    it is not kept from its result (an exact wait for idleness would keep it for as long)."""
-
-    async def main() -> None:
-        port = running_loop()
-        s = _Spinnable()
-        port._hub.watch(s)
-        stop = False
-
-        async def busy() -> None:
-            while not stop:
-                await trio.lowlevel.checkpoint()
-
-        async with trio.open_nursery() as n:
-            n.start_soon(busy)
-            fut = port.create_future()
-            port.call_later(0.02, fut.set_result, 1)
-            with trio.fail_after(2):
-                assert await fut == 1
-            stop = True
-        fut = port.create_future()  # alone now: the waiter spins before it waits
-        port.call_later(0.02, fut.set_result, 2)
-        with trio.fail_after(2):
-            assert await fut == 2
-        port._hub.unwatch(s)
-        assert s.at_spin, "the lone waiter spun"
-        assert all(runq == 0 for runq, _ in s.at_spin), s.at_spin[:20]
-        assert all(ns <= nc.PARK_SPIN_NS for _, ns in s.at_spin)
-
-    trio.run(main)
+def test_waits_on_uvloop_are_spun_for_a_lone_waiter() -> None:
+    uvloop = pytest.importorskip("uvloop")
+    fake = FakeCuda()
+    with fake.installed():
+        if arig._native.library() is None:
+            pytest.skip("the native core is not in use here")
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            assert AsyncioPort(runner.get_loop()).others_ready() is None, "uvloop does not say what is ready"
+            stats = runner.run(_round_trips(fake, 50))
+    assert stats["on_park"] and stats["idle_spins"] >= 1, stats

@@ -64,6 +64,7 @@ LEAD_TELL_NS = 2_000
 #: selector does before it blocks.  Short work (an empty kernel: a few microseconds of GPU time) is
 #: then seen as the GPU writes its word, not ~10-20 µs later through the eventfd and a wake-up of a
 #: blocked loop, which also costs more CPU than the spin.  Long work is predicted far: no spin.
+#: Where the loop does not say whether more is ready (uvloop), it spins only for a lone waiter.
 PARK_SPIN_NS = 30_000
 
 
@@ -137,7 +138,7 @@ class NativeCompletion:
         self._selector = port.spin_selector()
         if self._selector is not None:
             self._selector.watch(self)
-        else:
+        elif port.spins_at_park:
             self._owner.timeline.on_park = self._on_park  # the loop spins not by itself: spin once a waiter parks
 
     def add_join_lane(self) -> None:
@@ -319,8 +320,11 @@ class NativeCompletion:
         """The loop ran what was ready when a waiter parked: unless more is ready, spin before it
         blocks (PARK_SPIN_NS).  Never raises."""
         self._park_queued = False
-        if self.core is None or self._port.others_ready():
+        others = self._port.others_ready()
+        if self.core is None or others:
             return  # the loop does not block now: whoever parks next queues it again
+        if others is None and self._owner.timeline.waiters > 1:
+            return  # a loop that does not say (uvloop), and more tasks wait: some may be ready behind the spin
         spin_before_blocking([self], PARK_SPIN_NS)
 
     def deliver_spun(self) -> None:
