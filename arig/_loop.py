@@ -15,8 +15,10 @@ selector); use it as ``asyncio.run(main(), loop_factory=arig.new_event_loop)``
 The spin itself (``spin_before_blocking``) is every asyncio loop's: on the
 default loop and uvloop a device's completion runs it once a waiter parked
 and the loop ran what was ready (``arig._native.completion``).  This selector
-runs it exactly where the loop blocks, at no cost per park.  A trio run has
-none (``LoopPort.spins_at_park`` says why).
+runs it exactly where the loop blocks, at no cost per park.  A trio run
+spins only with ``ARIG_TRIO_SPIN``, where trio is about to block (a trio
+instrument's ``before_io_wait``: ``arig._trio_hub``), never on a task
+(``LoopPort.spins_at_park`` says why).
 
 Everything here runs on the loop's own thread.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 __all__ = ["new_event_loop", "SpinSelector"]
@@ -71,18 +74,23 @@ class SpinSelector(selectors.EpollSelector if hasattr(selectors, "EpollSelector"
         return ready
 
 
-def spin_before_blocking(watched: list[Spinnable], spin_ns: int) -> int:
+def spin_before_blocking(watched: list[Spinnable], spin_ns: int, deliver: Callable[[Spinnable], Any] | None = None) -> int:
     """Loop thread, when nothing else of the loop's is ready and it would block next: spin up to
     ``spin_ns`` on the first of ``watched`` whose completion is predicted within ``spin_ns``, and
-    deliver what the spin saw.  0: nothing due, no spin; 1: spun, nothing came; 2: delivered.
+    deliver what the spin saw (``c.deliver_spun()``, or ``deliver(c)``, which has it delivered).
+    0: nothing due, no spin; 1: spun, nothing came; 2: delivered.
 
-    The one spin of every asyncio loop: this selector's, and the one a device's completion runs
-    on any other asyncio loop once the loop has run what was ready (``arig._native.completion``)."""
+    The one spin of every loop: this selector's, the one a device's completion runs on any other
+    asyncio loop once the loop has run what was ready (``arig._native.completion``), and a trio
+    run's where trio is about to block (``arig._trio_hub``)."""
     now = time.monotonic_ns()
     for c in watched:
         if c.spin_due(now, spin_ns):
             if c.spin(spin_ns):
-                c.deliver_spun()  # resolves futures: their tasks are ready now
+                if deliver is None:
+                    c.deliver_spun()  # resolves futures: their tasks are ready now
+                else:
+                    deliver(c)
                 return 2
             return 1
     return 0

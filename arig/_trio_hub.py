@@ -37,6 +37,15 @@ ready: its callback would be skipped and the wake lost (an NV device's completio
 its 20 ms backstop).  Such a callback reads what it watches itself (the device's words), as it does
 under asyncio, where the loop's one poll is the only one.
 
+The spin before trio blocks (with ``ARIG_TRIO_SPIN``, while a device's completion is watched): a
+trio instrument's ``before_io_wait`` spins for a completion predicted near, as asyncio's loops do
+before they block (``arig._loop.spin_before_blocking``).  trio calls it once every task of a pass
+has run, with a timeout above zero only where no task is runnable, so the spin never keeps a task
+waiting; a spin on a task would (trio takes a pass's tasks out of its run queue before it runs
+them, and a waiter resolved by its own spin goes on without yielding).  What the spin saw is
+delivered as a post: its eventfd's write ends trio's wait at once, and the leader or the reader
+runs the delivery on its task, as every delivery under trio runs.
+
 Threads: ``post`` from any thread; everything else on the run's thread.
 """
 
@@ -53,6 +62,7 @@ import trio
 
 from . import _log
 from ._errors import describe
+from ._loop import spin_before_blocking
 
 __all__ = ["Hub", "guarded", "PENDING"]
 
@@ -65,6 +75,9 @@ except ImportError:  # pragma: no cover - a trio without it: the public call
 
 #: A TrioFuture's state while it has no result (``arig._trio_future`` sets the others).
 PENDING = 0
+
+#: The spin before trio blocks, at most (as ``arig._native.completion.PARK_SPIN_NS``).
+SPIN_NS = 30_000
 
 _current_task = trio.lowlevel.current_task
 _reschedule = trio.lowlevel.reschedule
@@ -100,10 +113,23 @@ def _is_epoll(fd: int) -> bool:
         return False
 
 
+class _SpinBeforeIOWait(trio.abc.Instrument):  # type: ignore[misc]
+    """A trio instrument that calls ``fn(timeout)`` each time trio is about to wait for I/O."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn: Callable[[float], None]) -> None:
+        self._fn = fn
+
+    def before_io_wait(self, timeout: float) -> None:
+        self._fn(timeout)
+
+
 class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
-    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested")
+    __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested",
+                 "_watched", "_spinner")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
         """On the run's thread, inside the run."""
@@ -130,6 +156,10 @@ class Hub:
         self.resume: Callable[[Any, Any], None] = _reschedule
         runner = getattr(_RUN, "runner", None)
         self._fast: Callable[[Any, Any], None] = getattr(runner, "reschedule", _reschedule)
+        #: The devices' completions spun on before trio blocks (``watch``), and the instrument
+        #: through which trio says it is about to (while any is watched).
+        self._watched: list[Any] = []
+        self._spinner: _SpinBeforeIOWait | None = None
 
     # -- any thread ---------------------------------------------------------------------------
     def post(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -242,6 +272,39 @@ class Hub:
                 self._run_soon(self.drain)
             except BaseException:  # noqa: BLE001 - the run is over (RunFinishedError): nothing runs any more
                 pass
+
+    def watch(self, c: Any) -> None:
+        """Spin on ``c`` (a device's completion: ``arig._loop.Spinnable``) before trio blocks."""
+        self._watched.append(c)
+        if self._spinner is None:
+            self._spinner = _SpinBeforeIOWait(self._before_io_wait)
+            trio.lowlevel.add_instrument(self._spinner)
+
+    def unwatch(self, c: Any) -> None:
+        if c in self._watched:
+            self._watched.remove(c)
+        if not self._watched and self._spinner is not None:
+            spinner, self._spinner = self._spinner, None
+            try:
+                trio.lowlevel.remove_instrument(spinner)
+            except (KeyError, RuntimeError):  # trio dropped it, or the run is over
+                pass
+
+    def _before_io_wait(self, timeout: float) -> None:
+        """trio is about to wait for I/O (every task of its pass has run); ``timeout`` > 0: none is
+        runnable, and trio would block.  Spin for a watched completion predicted within SPIN_NS (and
+        the timeout); what the spin saw is delivered as a post (whoever reads the hub's fd, woken by
+        it at once, runs it on its task, as every delivery under trio runs).  Never raises (trio
+        would drop the instrument)."""
+        if timeout <= 0 or self.fd is None:
+            return
+        try:
+            spin_before_blocking(self._watched, min(SPIN_NS, int(timeout * 1e9)), self._deliver_spun)
+        except BaseException as exc:  # noqa: BLE001 - as any callback of the port's: logged, never into trio's scheduler
+            report(self._before_io_wait, exc)
+
+    def _deliver_spun(self, c: Any) -> None:
+        self.post(c.deliver_spun, ())
 
     def may_lead(self) -> bool:
         return self.leader is None and not self.on_fd and self.fd is not None

@@ -41,7 +41,7 @@ from typing import Any
 
 import trio
 
-from . import _log
+from . import _env, _log
 from ._errors import ArigError, describe
 from ._port import LoopPort, OnClose, settle
 from ._trio_future import TrioFuture
@@ -143,6 +143,11 @@ class TrioPort(LoopPort):
             self._hub.stop_reading()
             self._reader.cancel()
             self._reader = None
+
+    def spin_selector(self) -> Any:
+        # With ARIG_TRIO_SPIN, the hub's leader spins on the devices' completions before it waits
+        # (``arig._trio_hub``); read as each device opens.
+        return self._hub if _env.TRIO_SPIN else None
 
     def future_factory(self) -> Callable[[], Any]:
         return self._new

@@ -19,7 +19,13 @@ the median empty p50, of the median 64-task rate, of the median 1 ms and 10 ms l
 ``rounds`` lists each round's.
 
 ``ratio``: trio's figure over asyncio's for each device, the median of the rounds' ratios (each
-round's two runs are next to each other in time).
+round's runs are next to each other in time).
+
+On the GPUs each round also runs trio with its leader's spin (``ARIG_TRIO_SPIN``: the waiter that
+reads the run's fd yields once, then spins for a completion due near where no other task is
+runnable), row ``<kind>/trio+spin``, and ``ratio_spin`` is its figure over asyncio's: whether that
+spin earns its default is read off one run.  The host device runs on the pure engine, which has no
+such spin.
 Threads: everything runs on the main thread, in the runs it makes.
 """
 
@@ -33,6 +39,7 @@ import anyio
 import numpy as np
 
 import arig
+import arig._env
 import arig.host
 
 from ._common import Config, error_record, host_noop_fill, log
@@ -42,6 +49,8 @@ from ._stats import summarize
 __all__ = ["run", "LIBRARIES", "LATE_US"]
 
 LIBRARIES = ("asyncio", "trio")
+#: Each run of a round: its row's name, the library, whether trio's leader spins (ARIG_TRIO_SPIN).
+RUNS = (("asyncio", "asyncio", False), ("trio", "trio", False), ("trio+spin", "trio", True))
 #: The lengths of the sweep this benchmark repeats (µs).
 LATE_US = (1_000, 10_000)
 TASKS = 64
@@ -250,25 +259,34 @@ def run(cfg: Config) -> dict[str, Any]:
         import trio  # noqa: F401 - the trio rows need it
     except ImportError as exc:
         return {"skipped": f"trio is not installed: {exc}"}
+    out["ratio_spin"] = {}
     for kind in _kinds():
-        runs: dict[str, list[dict[str, Any]]] = {lib: [] for lib in LIBRARIES}
+        order = [r for r in RUNS if kind != "host" or not r[2]]
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in order}
         for rnd in range(out["rounds"]):
-            for lib in LIBRARIES if rnd % 2 == 0 else LIBRARIES[::-1]:
-                name = f"{kind}/{lib}"
+            for name, lib, spin in order if rnd % 2 == 0 else order[::-1]:
+                was, arig._env.TRIO_SPIN = arig._env.TRIO_SPIN, spin
                 try:
                     r = anyio.run(_row, kind, cfg, backend=lib)
                 except Exception as exc:  # noqa: BLE001 - one run's failure must not end the others
                     r = error_record(exc)
-                runs[lib].append(r)
-                log(f"  trio bench {name}, round {rnd + 1}: {_brief(r)}")
-        for lib in LIBRARIES:
-            out["rows"][f"{kind}/{lib}"] = _median_row(runs[lib])
-        ratios: dict[str, float] = {}
-        for fig, (part, path) in _FIGURES.items():
-            each = [t / a for ra, rt in zip(runs["asyncio"], runs["trio"])
-                    if (a := _figure(ra, part, path)) and (t := _figure(rt, part, path)) is not None]
-            if each:
-                ratios[fig] = float(np.median(each))
-        if ratios:
-            out["ratio"][kind] = ratios
+                finally:
+                    arig._env.TRIO_SPIN = was
+                runs[name].append(r)
+                log(f"  trio bench {kind}/{name}, round {rnd + 1}: {_brief(r)}")
+        for name in runs:
+            out["rows"][f"{kind}/{name}"] = _median_row(runs[name])
+        for key, name in (("ratio", "trio"), ("ratio_spin", "trio+spin")):
+            if name in runs and (ratios := _ratios(runs["asyncio"], runs[name])):
+                out[key][kind] = ratios
     return out
+
+
+def _ratios(base: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[str, float]:
+    """Each figure of ``other``'s rounds over ``base``'s, the median of the rounds' ratios."""
+    ratios: dict[str, float] = {}
+    for fig, (part, path) in _FIGURES.items():
+        each = [t / a for ra, rt in zip(base, other) if (a := _figure(ra, part, path)) and (t := _figure(rt, part, path)) is not None]
+        if each:
+            ratios[fig] = float(np.median(each))
+    return ratios

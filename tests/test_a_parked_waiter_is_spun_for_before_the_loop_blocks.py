@@ -10,8 +10,12 @@ a lone waiter), it spins up to ``PARK_SPIN_NS`` for a completion predicted withi
 predicted yet: just submitted), and delivers.  A predicted end spun for in vain is not spun for
 again until some progress.
 
-A trio run gets no such spin (``LoopPort.spins_at_park``): spun on a task, a waiter resolved by its
-own spin goes on without yielding to trio's scheduler, and the run's other tasks wait behind it.
+A trio run gets no spin at the park (``LoopPort.spins_at_park``).  With ``ARIG_TRIO_SPIN`` it spins
+where trio itself is about to block instead: in a trio instrument's ``before_io_wait``, called once
+every task of a pass has run, with a timeout above zero only when none is runnable.  A spin on a
+task (tried before: the waiter that leads the run's fd) kept the rest of its pass waiting, since
+trio takes a pass's tasks out of its run queue before it runs them, and a waiter resolved by its own
+spin went on without yielding: 64 tasks on an H100 completed at one task's rate.
 
 Here over stand-ins of a device's completion (what the spin does is the core's ``loop_spin``,
 measured on a GPU by the bench) and over FakeCuda's native core on real loops.
@@ -20,7 +24,9 @@ measured on a GPU by the bench) and over FakeCuda's native core on real loops.
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
+import types
 from typing import Any
 
 import numpy as np
@@ -28,10 +34,13 @@ import pytest
 import trio
 
 import arig
+import arig._env
+import arig._loop
 import arig._native
 import arig.cuda
 from arig._native import completion as nc
 from arig._port import AsyncioPort
+from arig._running import running_loop
 from arig.testing import FakeCuda
 
 
@@ -125,8 +134,12 @@ def test_no_spin_while_the_loop_has_other_callbacks_ready() -> None:
 
 
 @pytest.mark.parametrize("ahead_ns", [nc.PARK_SPIN_NS + 20_000, 1_000_000])
-def test_no_spin_for_a_completion_predicted_further_than_the_spin(ahead_ns: int) -> None:
-    c = _completion(_Core(ahead_ns, sees=True))
+def test_no_spin_for_a_completion_predicted_further_than_the_spin(ahead_ns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    core = _Core(ahead_ns, sees=True)
+    # The clock stands still at the core's making: a machine that stalls between here and the
+    # spin's look must not bring the end into the window.
+    monkeypatch.setattr(arig._loop, "time", types.SimpleNamespace(monotonic_ns=lambda: core._due - ahead_ns))
+    c = _completion(core)
     c._on_park()
     c._port.queued.pop()()
     assert c.core.spins == [] and c.delivered == 0
@@ -233,13 +246,140 @@ def test_arigs_own_loop_spins_in_its_selector_not_at_the_park() -> None:
     assert not stats["on_park"], "no park spin where the selector spins"
 
 
-def test_a_trio_run_gets_no_spin_at_the_park() -> None:
+def test_a_trio_run_gets_no_spin_at_the_park(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arig._env, "TRIO_SPIN", False)
     fake = FakeCuda()
     with fake.installed():
         if arig._native.library() is None:
             pytest.skip("the native core is not in use here")
         stats = trio.run(_round_trips, fake, 50)
     assert not stats["on_park"] and stats["idle_spins"] == 0, stats
+
+
+def test_with_the_trio_spin_a_device_is_spun_for_before_trio_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(arig._env, "TRIO_SPIN", True)
+    fake = FakeCuda()
+    with fake.installed():
+        if arig._native.library() is None:
+            pytest.skip("the native core is not in use here")
+        stats = trio.run(_round_trips, fake, 50)
+    assert not stats["on_park"] and stats["idle_spins"] >= 1, stats
+    assert fake.violations == []
+
+
+class _Device:
+    """A stand-in device for the trio hub: work completes in the order submitted, one item per
+    look; a spin always sees the next (it is due at once), and so does a timer every 2 ms (the
+    eventfd's wake-up where no one spins).  Counts the spins and the run queue's length at each."""
+
+    def __init__(self, port: Any) -> None:
+        self.port = port
+        self.pending: collections.deque[Any] = collections.deque()
+        self.spins: list[int] = []
+        self.on_tasks = 0  # deliveries of a spin's find, each on a task
+
+    def submit(self) -> Any:
+        fut = self.port.create_future()
+        self.pending.append(fut)
+        return fut
+
+    def complete_one(self) -> None:
+        while self.pending:
+            fut = self.pending.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+
+    def spin_due(self, now_ns: int, window_ns: int) -> bool:
+        return bool(self.pending)
+
+    def spin(self, ns: int) -> bool:
+        assert ns <= nc.PARK_SPIN_NS
+        self.spins.append(trio.lowlevel.current_statistics().tasks_runnable)
+        return bool(self.pending)
+
+    def deliver_spun(self) -> None:
+        self.on_tasks += trio.lowlevel.current_task() is not None  # raises outside a task
+        self.complete_one()
+
+    async def backstop(self) -> None:
+        while True:
+            await trio.sleep(0.002)
+            self.complete_one()
+
+
+def test_a_trio_spin_never_keeps_runnable_tasks_waiting() -> None:
+    """Eight tasks each submit and wait in turn until 400 completions, with a spin that finds each
+    completion at once: a spin on a waiter's task before its pass's other tasks had run would let
+    that one task finish everything.  Each task finishes its share, and no spin ran while a task
+    was runnable."""
+
+    async def main() -> tuple[list[int], list[int], int]:
+        port = running_loop()
+        dev = _Device(port)
+        port._hub.watch(dev)
+        done = [0] * 8
+
+        async def task(i: int) -> None:
+            while sum(done) < 400:
+                await dev.submit()
+                done[i] += 1
+
+        try:
+            with trio.fail_after(20):
+                async with trio.open_nursery() as n:
+                    n.start_soon(dev.backstop)
+                    async with trio.open_nursery() as tasks:
+                        for i in range(8):
+                            tasks.start_soon(task, i)
+                    n.cancel_scope.cancel()
+        finally:
+            port._hub.unwatch(dev)
+        return done, dev.spins, dev.on_tasks
+
+    done, spins, on_tasks = trio.run(main)
+    assert len(spins) >= 100, f"the run spun for the completions: {len(spins)} spins"
+    assert on_tasks == len(spins), "each find was delivered, on a task (as a post)"
+    assert min(done) >= 400 // 8 // 2, done
+    assert max(spins) == 0, "no spin while another task was runnable"
+
+
+def test_a_trio_waiter_is_not_kept_from_its_result_by_a_task_that_never_blocks() -> None:
+    """A task that never blocks stays runnable: trio never blocks while it is, so nothing spins, and
+    the waiter gets its result when it comes (a wait until no task is runnable would keep it waiting
+    for as long as that task runs); alone again, the run spins before it blocks."""
+
+    async def main() -> tuple[list[int], list[int]]:
+        port = running_loop()
+        dev = _Device(port)
+        dev.spin = lambda ns: dev.spins.append(trio.lowlevel.current_statistics().tasks_runnable) or False  # type: ignore[method-assign]
+        port._hub.watch(dev)
+        stop = False
+
+        async def busy() -> None:
+            while not stop:
+                await trio.lowlevel.checkpoint()
+
+        try:
+            async with trio.open_nursery() as n:
+                n.start_soon(busy)
+                fut = dev.submit()  # due: a spin would look for it
+                port.call_later(0.02, dev.complete_one)
+                with trio.fail_after(2):
+                    await fut
+                stop = True
+            beside = list(dev.spins)
+            fut = dev.submit()  # alone now: the run spins (in vain) before it blocks
+            port.call_later(0.02, dev.complete_one)
+            with trio.fail_after(2):
+                await fut
+        finally:
+            port._hub.unwatch(dev)
+        return beside, dev.spins
+
+    beside, spins = trio.run(main)
+    assert beside == [], "no spin while a task was runnable"
+    assert spins and max(spins) == 0, spins
 
 
 @pytest.mark.parametrize("waiters", [1, 2, 64])

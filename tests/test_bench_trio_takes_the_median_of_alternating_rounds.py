@@ -1,5 +1,6 @@
 """The trio bench's figures are each the median round's, and its ratios the median of the rounds'
-own ratios: one run per library was at the mercy of the VM."""
+own ratios: one run per library was at the mercy of the VM.  On a GPU each round runs trio with its
+leader's spin too (``ARIG_TRIO_SPIN``), against asyncio in the same rounds."""
 
 from __future__ import annotations
 
@@ -63,3 +64,31 @@ def test_the_ratios_are_the_median_of_each_rounds_own(monkeypatch: pytest.Monkey
     assert r["tasks_64"] == pytest.approx(0.8)  # of 0.5, 1.0, 0.8
     assert r["late_10ms"] == pytest.approx(1.0)  # of 1, 3, 1
     assert out["rows"]["host/trio"]["empty"]["latency_us"]["median"] == 40
+
+
+def test_on_a_gpu_each_round_also_runs_trio_with_its_leaders_spin(monkeypatch: pytest.MonkeyPatch) -> None:
+    import arig._env
+
+    runs: list[tuple[str, bool]] = []
+    empty = {("asyncio", False): 20, ("trio", False): 30, ("trio", True): 22}
+
+    def fake_run(fn: Any, kind: str, cfg: Any, backend: str) -> dict[str, Any]:
+        runs.append((backend, arig._env.TRIO_SPIN))
+        return _run(empty[(backend, arig._env.TRIO_SPIN)], 100, 10, 10)
+
+    monkeypatch.setattr(under_trio, "_kinds", lambda: ["cuda"])
+    monkeypatch.setattr(under_trio.anyio, "run", fake_run)
+    monkeypatch.setattr(arig._env, "TRIO_SPIN", False)
+
+    class Cfg:
+        quick = True
+
+        def pick(self, full: Any, quick: Any) -> Any:
+            return 2
+
+    out = under_trio.run(Cfg())  # type: ignore[arg-type]
+    assert runs == [("asyncio", False), ("trio", False), ("trio", True), ("trio", True), ("trio", False), ("asyncio", False)]
+    assert arig._env.TRIO_SPIN is False, "the switch is put back after each run"
+    assert out["ratio"]["cuda"]["empty_p50"] == pytest.approx(1.5)
+    assert out["ratio_spin"]["cuda"]["empty_p50"] == pytest.approx(1.1)
+    assert set(out["rows"]) == {"cuda/asyncio", "cuda/trio", "cuda/trio+spin"}
