@@ -57,7 +57,7 @@ TASKS = 64
 #: Rounds per device (full, quick), each one run per library.
 ROUNDS = (3, 1)
 #: The native core's counters reported per completion of the 64 tasks.
-COUNTED = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "prewakes", "queries", "idle_spins", "idle_spin_hits")
+COUNTED = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "prewakes", "queries", "idle_spins", "idle_spin_hits", "park_ready", "park_done", "park_far")
 
 
 # -- the host device's timed work: a fill that spins on the host queue's worker and stamps itself ------

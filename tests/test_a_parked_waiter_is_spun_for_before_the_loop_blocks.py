@@ -102,6 +102,7 @@ def _completion(core: _Core) -> Any:
         return True
 
     c.deliver = deliver
+    c.stats_why = lambda: (c._park_ready, c._park_done, c._park_far)
     return c
 
 
@@ -131,6 +132,7 @@ def test_no_spin_while_the_loop_has_other_callbacks_ready() -> None:
     c._on_park()
     c._port.queued.pop()()
     assert c.core.spins == [] and c.delivered == 0
+    assert c.stats_why() == (1, 0, 0), "counted: more was ready"
 
 
 @pytest.mark.parametrize("ahead_ns", [nc.PARK_SPIN_NS + 20_000, 1_000_000])
@@ -143,6 +145,7 @@ def test_no_spin_for_a_completion_predicted_further_than_the_spin(ahead_ns: int,
     c._on_park()
     c._port.queued.pop()()
     assert c.core.spins == [] and c.delivered == 0
+    assert c.stats_why() == (0, 0, 1), "counted: nothing due within the spin"
 
 
 def test_no_spin_without_a_waiter_or_once_the_device_is_closed() -> None:
@@ -151,6 +154,7 @@ def test_no_spin_without_a_waiter_or_once_the_device_is_closed() -> None:
     c._on_park()
     c._port.queued.pop()()
     assert c.core.spins == []
+    assert c.stats_why() == (0, 1, 0), "counted: the wait was over"
     c._owner.timeline.waiting = True
     c._on_park()
     core, c.core = c.core, None
@@ -390,6 +394,7 @@ def test_a_loop_that_does_not_say_what_is_ready_spins_for_a_lone_waiter_only(wai
     c._on_park()
     c._port.queued.pop()()
     assert len(c.core.spins) == (1 if waiters == 1 else 0)
+    assert c.stats_why() == ((0, 0, 0) if waiters == 1 else (1, 0, 0))
 
 
 def test_waits_on_uvloop_are_spun_for_a_lone_waiter() -> None:

@@ -83,6 +83,9 @@ class NativeCompletion:
     # the predicted end last asked about, and one a spin already missed (not spun for again until
     # some progress: a miss while none was predicted, 0, waits for progress too).
     _idle_spins = _idle_spin_hits = 0
+    # Park spins that did not spin, by why: the loop had more ready (or, uvloop, more tasks wait),
+    # the wait was over already, or nothing was due within the spin (far, or missed already).
+    _park_ready = _park_done = _park_far = 0
     _due_asked = 0
     _missed_due = -1
     _park_queued = False  # a park spin is queued on the loop (PARK_SPIN_NS)
@@ -320,12 +323,17 @@ class NativeCompletion:
         """The loop ran what was ready when a waiter parked: unless more is ready, spin before it
         blocks (PARK_SPIN_NS).  Never raises."""
         self._park_queued = False
+        if self.core is None:
+            return
         others = self._port.others_ready()
-        if self.core is None or others:
-            return  # the loop does not block now: whoever parks next queues it again
-        if others is None and self._owner.timeline.waiters > 1:
-            return  # a loop that does not say (uvloop), and more tasks wait: some may be ready behind the spin
-        spin_before_blocking([self], PARK_SPIN_NS)
+        if others or (others is None and self._owner.timeline.waiters > 1):
+            # The loop does not block now (whoever parks next queues the spin again); or a loop
+            # that does not say (uvloop), and more tasks wait: some may be ready behind the spin.
+            self._park_ready += 1
+        elif not self._owner.timeline.waiting:
+            self._park_done += 1  # delivered already (the eventfd's wake-up came first)
+        elif spin_before_blocking([self], PARK_SPIN_NS) == 0:
+            self._park_far += 1
 
     def deliver_spun(self) -> None:
         if self.core is not None:
@@ -378,11 +386,14 @@ class NativeCompletion:
         """The core's counters and gauges, then the loop's: woken ahead of a completion with a
         prediction (``loop_woke_empty``), of those too early to spin (``loop_woke_far``, and how far
         in all: ``loop_far_ns``), spins in the window and those that saw the completion, and spins
-        before the loop blocks and those that saw progress (``idle_spins``, ``idle_spin_hits``)."""
+        before the loop blocks and those that saw progress (``idle_spins``, ``idle_spin_hits``), and
+        the park spins that did not spin, by why: more was ready (``park_ready``), the wait was over
+        (``park_done``), nothing was due within the spin (``park_far``)."""
         out = self.core.stats() if self.core is not None else {}
         out.update(loop_woke_empty=self._woke_empty, loop_woke_far=self._woke_far, loop_far_ns=self._far_ns,
                    loop_spins=self._loop_spins, loop_spin_hits=self._loop_spin_hits, loop_lead_ns=self._lead_told,
-                   idle_spins=self._idle_spins, idle_spin_hits=self._idle_spin_hits)
+                   idle_spins=self._idle_spins, idle_spin_hits=self._idle_spin_hits,
+                   park_ready=self._park_ready, park_done=self._park_done, park_far=self._park_far)
         return out
 
     def close(self, idle: bool) -> None:
