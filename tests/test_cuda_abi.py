@@ -586,7 +586,7 @@ async def test_graph_async_lets_the_loop_run_while_cuda_instantiates(record: abi
         g = await record.graph_async([abi.Kernel(0x11, 1, 1)] * 50)
     assert isinstance(g, abi.Graph) and len(g.nodes) == 50
     assert threads and loop_thread not in threads
-    assert meter.longest < 0.05 and meter.ticks > 50
+    assert meter.longest < 0.15 and meter.ticks > 50  # never the 0.3 s the call took (a loaded machine stalls the loop a little)
 
 
 def test_graph_from_another_thread(record: abi.CudaAbi) -> None:

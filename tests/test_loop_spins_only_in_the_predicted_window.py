@@ -12,6 +12,7 @@ on the core's predicted time; the GPU runs of the bench's length sweep measure w
 from __future__ import annotations
 
 import time
+import types
 from typing import Any
 
 import pytest
@@ -94,8 +95,10 @@ def test_a_completion_that_is_not_seen_in_the_window_is_left_to_the_core() -> No
 
 
 @pytest.mark.parametrize("ahead_ns", [None, nc.LOOP_SPIN_AHEAD_NS + 50_000, 5_000_000])
-def test_no_spin_without_a_prediction_or_far_from_it(ahead_ns: int | None) -> None:
+def test_no_spin_without_a_prediction_or_far_from_it(ahead_ns: int | None, monkeypatch: pytest.MonkeyPatch) -> None:
     core = _Core(ahead_ns, sees=True)
+    if ahead_ns is not None:  # the clock stands still: a machine that stalls here must not bring the end near
+        monkeypatch.setattr(nc, "time", types.SimpleNamespace(monotonic_ns=lambda: core._due - ahead_ns))
     c = _completion(core)
     c._spin_window()
     assert core.spins == [] and c.delivered == 0
@@ -130,17 +133,18 @@ def test_a_handed_spin_that_runs_after_the_end_moved_far_spins_not() -> None:
     assert core.spins == [] and c.delivered == 0
 
 
-def test_the_loop_learns_its_lead_from_wake_up_to_spin_and_tells_the_core() -> None:
+def test_the_loop_learns_its_lead_from_wake_up_to_spin_and_tells_the_core(monkeypatch: pytest.MonkeyPatch) -> None:
     core = _Core(20_000, sees=False)
+    now = core._due - 20_000
+    monkeypatch.setattr(nc, "time", types.SimpleNamespace(monotonic_ns=lambda: now))  # the clock stands still
     c = _completion(core)
     for _ in range(30):
-        c._woke_at = time.monotonic_ns() - 40_000  # woke 40 us before its spin starts
+        c._woke_at = now - 40_000  # woke 40 us before its spin starts
         c._spin_window()
     assert core.leads, "the core was told the loop's lead"
-    # 40 us and the few microseconds from setting _woke_at to the spin's own clock read (more on a loaded machine)
     assert 30_000 < core.leads[-1] <= 50_000, core.leads
     assert len(core.leads) < 30, "told again only once the figure moved"
     told = len(core.leads)
-    c._woke_at = time.monotonic_ns() - 10_000_000  # a wake-up long before (not this spin's): counted as at most the spin's cap
+    c._woke_at = now - 10_000_000  # a wake-up long before (not this spin's): counted as at most the spin's cap
     c._spin_window()
     assert core.leads[-1] <= 0.8 * 50_000 + 0.2 * nc.LOOP_SPIN_MAX_NS + 1_000 and len(core.leads) == told + 1
