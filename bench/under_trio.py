@@ -21,9 +21,9 @@ the median empty p50, of the median 64-task rate, of the median 1 ms and 10 ms l
 ``ratio``: trio's figure over asyncio's for each device, the median of the rounds' ratios (each
 round's runs are next to each other in time).
 
-On the GPUs each round also runs trio with its leader's spin (``ARIG_TRIO_SPIN``: the waiter that
-reads the run's fd yields once, then spins for a completion due near where no other task is
-runnable), row ``<kind>/trio+spin``, and ``ratio_spin`` is its figure over asyncio's: whether that
+On the GPUs each round also runs trio with its spin before it blocks (``ARIG_TRIO_SPIN``: where trio
+is about to wait for I/O with no task runnable, a spin for a completion due near), row
+``<kind>/trio+spin``, and ``ratio_spin`` is its figure over asyncio's: whether that
 spin earns its default is read off one run.  The host device runs on the pure engine, which has no
 such spin.
 Threads: everything runs on the main thread, in the runs it makes.
@@ -49,7 +49,7 @@ from ._stats import summarize
 __all__ = ["run", "LIBRARIES", "LATE_US"]
 
 LIBRARIES = ("asyncio", "trio")
-#: Each run of a round: its row's name, the library, whether trio's leader spins (ARIG_TRIO_SPIN).
+#: Each run of a round: its row's name, the library, whether trio spins before it blocks (ARIG_TRIO_SPIN).
 RUNS = (("asyncio", "asyncio", False), ("trio", "trio", False), ("trio+spin", "trio", True))
 #: The lengths of the sweep this benchmark repeats (µs).
 LATE_US = (1_000, 10_000)

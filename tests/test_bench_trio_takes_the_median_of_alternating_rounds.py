@@ -1,6 +1,6 @@
 """The trio bench's figures are each the median round's, and its ratios the median of the rounds'
 own ratios: one run per library was at the mercy of the VM.  On a GPU each round runs trio with its
-leader's spin too (``ARIG_TRIO_SPIN``), against asyncio in the same rounds."""
+spin before it blocks too (``ARIG_TRIO_SPIN``), against asyncio in the same rounds."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_the_ratios_are_the_median_of_each_rounds_own(monkeypatch: pytest.Monkey
     assert out["rows"]["host/trio"]["empty"]["latency_us"]["median"] == 40
 
 
-def test_on_a_gpu_each_round_also_runs_trio_with_its_leaders_spin(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_on_a_gpu_each_round_also_runs_trio_with_its_spin_before_it_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     import arig._env
 
     runs: list[tuple[str, bool]] = []
