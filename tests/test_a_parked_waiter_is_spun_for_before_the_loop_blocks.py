@@ -271,6 +271,39 @@ def test_with_the_trio_spin_a_device_is_spun_for_before_trio_blocks(monkeypatch:
     assert fake.violations == []
 
 
+def test_with_the_trio_spin_many_tasks_each_get_their_completions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sixteen tasks each await 15 empty kernels over FakeCuda's native core, with the spin."""
+    monkeypatch.setattr(arig._env, "TRIO_SPIN", True)
+
+    async def main(fake: FakeCuda) -> tuple[list[int], dict[str, Any]]:
+        done = [0] * 16
+        async with await arig.open(arig.cuda.gpu(0), stop_timeout=10) as dev:
+            img = await dev.load(fake.image(empty=(_store, ())))
+            launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
+
+            async def task(i: int) -> None:
+                for _ in range(15):
+                    v = await dev.submit(launch)
+                    await dev.wait(v)
+                    assert dev.reached >= v
+                    done[i] += 1
+
+            with trio.fail_after(60):
+                async with trio.open_nursery() as n:
+                    for i in range(16):
+                        n.start_soon(task, i)
+            return done, dev._backend.completion.stats()
+
+    fake = FakeCuda()
+    with fake.installed():
+        if arig._native.library() is None:
+            pytest.skip("the native core is not in use here")
+        done, stats = trio.run(main, fake)
+    assert done == [15] * 16
+    assert stats["idle_spins"] >= 1, stats
+    assert fake.violations == []
+
+
 class _Device:
     """A stand-in device for the trio hub: work completes in the order submitted, one item per
     look; a spin always sees the next (it is due at once), and so does a timer every 2 ms (the
