@@ -21,9 +21,10 @@ Who reads the hub's fd (the run's thread):
 
 Posts (any thread to the run's thread): a post appends, then reads whether anyone reads the hub's
 fd (``leader``, ``_reader``): if so it writes the posts' eventfd, which that reader services before
-it waits again; if not it hands a drain to ``run_sync_soon``.  Whoever stops reading first says so
-and then drains (or hands a drain to ``run_sync_soon``): whatever was appended before a post saw a
-reader is run by that drain or by a reader's next pass.  Either way what is posted runs once, in
+it waits again; if not it hands a drain to ``run_sync_soon``.  Whoever stops reading says so and
+then drains or hands a drain to ``run_sync_soon`` (a leader drains once more before it says so, so
+that the drain cannot wake it: its own future's waiter, still running, see ``lead``): whatever was
+appended before a post saw a reader is run by that drain or by a reader's next pass.  Either way what is posted runs once, in
 the order posted, on the run's thread, and never raises into trio's scheduler (``guarded``); a
 leader runs it with KeyboardInterrupt deferred, as trio's own entry queue does.
 
@@ -332,12 +333,18 @@ class Hub:
                     self.parked = False
                 self.service()
         finally:
+            # The last drain runs while this task still leads: one that resolves its own future
+            # must not wake it (it is running; on its way out by an exception it is still the
+            # future's waiter, and a wake-up would reach it parked elsewhere later).  What is
+            # posted meanwhile saw a leader and only wrote the posts' eventfd: handed on below.
+            if q:
+                self.drain()
             self.leader = None
             standby, self._standby = self._standby, None
             if standby is not None:
                 _reschedule(standby)  # the reader reads the fd again (or stands by for the next leader)
             if q:
-                self.drain()
+                self._hand_drain()
 
     def rouse(self) -> None:
         """The leader's future was resolved by someone else than its service: wake it."""

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import trio
+import trio.testing
 
 from arig._running import running_loop
 
@@ -259,6 +260,37 @@ def test_what_a_leaders_last_drain_posts_runs_though_no_one_leads_after_it() -> 
             await fut
         await trio.sleep(0.01)  # no one waits, so no one leads
         assert ran == ["posted while leading"]
+
+    trio.run(main)
+
+
+def test_a_leader_cancelled_with_its_own_result_posted_is_not_woken_by_it_later() -> None:
+    """The leader's last drain runs its own future's result while the leader, cancelled, is on its
+    way out: that must not wake the task (it is running), or the wake-up reaches it parked in a
+    later wait and ends that early (under trio's I/O wait: an internal error of trio's)."""
+
+    async def main() -> None:
+        port = running_loop()
+        hub = port._hub
+        fut = port.create_future()
+        scope = trio.CancelScope()
+        slept: list[float] = []
+
+        async def waiter() -> None:
+            with scope:
+                await fut  # leads: parked on the hub's fd
+            t0 = trio.current_time()
+            await trio.sleep(0.05)
+            slept.append(trio.current_time() - t0)
+
+        async with trio.open_nursery() as n:
+            n.start_soon(waiter)
+            await trio.testing.wait_all_tasks_blocked()
+            assert hub.leader is not None and hub.parked
+            hub._q.append((fut.set_result, (1,)))  # posted, its eventfd write not yet seen
+            scope.cancel()
+        assert fut.done() and fut.result() == 1, "the post ran"
+        assert slept and slept[0] >= 0.049, f"the later sleep was ended early: {slept}"
 
     trio.run(main)
 
