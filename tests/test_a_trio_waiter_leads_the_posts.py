@@ -7,10 +7,12 @@ port's device fds too, and the port's reader task reads them while no one leads.
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -293,6 +295,56 @@ def test_a_leader_cancelled_with_its_own_result_posted_is_not_woken_by_it_later(
         assert slept and slept[0] >= 0.049, f"the later sleep was ended early: {slept}"
 
     trio.run(main)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_waits_posts_cancels_and_sleeps_never_wake_a_task_out_of_turn(seed: int) -> None:
+    """Sixteen tasks each wait 60 times for a future resolved by a post from another thread, a
+    post from the run's own, a timer, or nothing, under a random deadline, and sometimes sleep
+    after: every run ends (trio raises no internal error) and no sleep ends early (a wake-up meant
+    for an earlier wait reached none)."""
+    early: list[tuple[int, float, float]] = []
+    timers: list[threading.Timer] = []
+
+    async def main() -> None:
+        port = running_loop()
+
+        def resolve(fut: Any, value: int) -> None:
+            if not fut.done():
+                fut.set_result(value)
+
+        async def worker(i: int) -> None:
+            r = random.Random(seed * 1000 + i)
+            for _ in range(60):
+                fut = port.create_future()
+                how = r.random()
+                if how < 0.4:
+                    timers.append(threading.Timer(r.random() * 0.0005, port.post, (resolve, fut, 1)))
+                    timers[-1].start()
+                elif how < 0.6:
+                    port.call_later(r.random() * 0.0005, resolve, fut, 2)
+                elif how < 0.7:
+                    port.post(resolve, fut, 3)
+                with trio.move_on_after(r.random() * 0.0008):
+                    await fut
+                if r.random() < 0.3:
+                    d = r.random() * 0.002
+                    t0 = trio.current_time()
+                    await trio.sleep(d)
+                    if trio.current_time() - t0 < d * 0.99:
+                        early.append((i, d, trio.current_time() - t0))
+                else:
+                    await trio.lowlevel.checkpoint()
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as n:
+                for i in range(16):
+                    n.start_soon(worker, i)
+        for t in timers:
+            t.join()
+
+    trio.run(main)
+    assert early == []
 
 
 def test_a_reader_that_raises_is_logged_and_the_run_and_the_other_readers_go_on(caplog: Any) -> None:
