@@ -1,6 +1,7 @@
 """Random interleavings of submit, wait, cancel, stop and a failing fill, from
 many tasks at once, on a fresh host device per example; inline submissions
-(``inline=True``: a marker, or a fill that raises inside ``submit``) among them.
+(``inline=True``: a marker, or a fill that raises inside ``submit``) among them;
+under asyncio, and under trio (its port's futures, hub and cancel scopes).
 
 Invariants at the end of every example: nothing hangs; every wait returned
 or raised what the state at its call allowed; the values handed out are
@@ -19,11 +20,14 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import arig
 import arig.host
+from arig._worker import run_sync
 
 
 class Token:
@@ -234,7 +238,12 @@ async def _scenario(params: dict[str, Any]) -> None:
     for task, result in zip(actors, results, strict=True):
         assert not task.cancelled(), "an actor was cancelled by someone else's cancel"
         assert result is None, repr(result)
+    await _check_end(dev, rec, params, before)
 
+
+async def _check_end(dev: arig.Device, rec: Record, params: dict[str, Any], before: set[threading.Thread]) -> None:
+    """The invariants at the end of an example (its device stopped), under asyncio or trio."""
+    fail = (params["fail_at"], params["fail_kind"])
     # Values: exactly 1..n, each handed out once.
     n = dev.submitted
     assert sorted(rec.returned) == list(range(1, n + 1))
@@ -252,7 +261,7 @@ async def _scenario(params: dict[str, Any]) -> None:
     mine = [t for t in threading.enumerate() if t not in before and t.name.startswith("arig-")]
     deadline = time.monotonic() + 3.0
     for t in mine:
-        await asyncio.to_thread(t.join, max(0.0, deadline - time.monotonic()))
+        await run_sync(t.join, max(0.0, deadline - time.monotonic()))
     assert [t.name for t in mine if t.is_alive()] == []
     # Work: at most once each, in value order per queue, and all of it up to reached.
     with rec.lock:
@@ -287,6 +296,74 @@ def _run_example(params: dict[str, Any]) -> None:
 @given(scenarios)
 def test_random_interleavings(params: dict[str, Any]) -> None:
     _run_example(params)
+
+
+async def _actor_trio(dev: arig.Device, rec: Record, program: list[tuple[Any, ...]], fail: tuple[int | None, str]) -> None:
+    """``_actor`` in trio's terms (a cancel is a cancel scope's)."""
+    own: list[int] = []
+    for step in program:
+        kind = step[0]
+        if kind == "submit":
+            v = await _submit(dev, rec, step[1], step[2], step[3], fail)
+            if v is not None:
+                own.append(v)
+        elif kind in ("submit_cancel", "cancel_waiter"):
+            async with trio.open_nursery() as n:
+                if kind == "submit_cancel":
+                    n.start_soon(_submit, dev, rec, step[1], 0.0, False, fail)
+                else:
+                    n.start_soon(_checked_wait, dev, rec, step[1] % (dev.submitted + 1))
+                for _ in range(step[2]):
+                    await trio.sleep(0)
+                n.cancel_scope.cancel()
+            rec.cancels += 1
+        elif kind == "wait_own":
+            if own:
+                await _checked_wait(dev, rec, own[-1])
+        elif kind == "wait_any":
+            await _checked_wait(dev, rec, step[1] % (dev.submitted + 3))
+        elif kind == "sleep":
+            await trio.sleep(step[1])
+        elif kind == "stop":
+            await dev.stop()
+        elif kind == "inline":
+            v = await _inline(dev, rec, step[1], step[2])
+            if v is not None:
+                own.append(v)
+
+
+async def _scenario_trio(params: dict[str, Any]) -> None:
+    before = set(threading.enumerate())
+    rec = Record()
+    fail = (params["fail_at"], params["fail_kind"])
+    dev = await arig.open(arig.host.cpu(queues=params["queues"], depth=params["depth"]), max_pending=params["max_pending"], stop_timeout=10.0)
+    results: list[BaseException | None] = [None] * len(params["programs"])
+
+    async def actor(i: int, program: list[tuple[Any, ...]]) -> None:
+        try:
+            await _actor_trio(dev, rec, program, fail)
+        except Exception as exc:  # noqa: BLE001 - reported below, as gather's return_exceptions does
+            results[i] = exc
+
+    with trio.fail_after(30):
+        async with trio.open_nursery() as n:
+            for i, program in enumerate(params["programs"]):
+                n.start_soon(actor, i, program)
+        await dev.stop()
+    assert rec.problems == []
+    assert results == [None] * len(results)
+    await _check_end(dev, rec, params, before)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(scenarios)
+def test_random_interleavings_under_trio(caplog: pytest.LogCaptureFixture, params: dict[str, Any]) -> None:
+    """The same interleavings in a trio run: its port's futures, hub and cancel scopes."""
+    caplog.clear()
+    trio.run(_scenario_trio, params)
+    gc.collect()
+    # What asyncio's exception handler would have been told: a callback of the port's that raised.
+    assert [r.getMessage() for r in caplog.records if "callback of arig's trio port" in r.getMessage()] == []
 
 
 def test_a_stop_in_the_middle_of_everything() -> None:
