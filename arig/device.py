@@ -258,17 +258,23 @@ class Device(FeatureCalls):
             given = fill
             fill, arg, keep = ins.before_submit(self, fill, arg, queue, keep)
             inline = inline and fill is given  # an instrument's substitute (a fault's) runs as submitted work
-        if inline:
-            qi = self._inline_queue(fill, queue)
-            item = None
-        elif type(queue) is int and 0 <= queue < self._nqueues:
-            qi = queue
-            item = self._prepare(fill, arg)
-        elif isinstance(queue, AdoptedQueue):
-            qi, item = self._adopted_item(queue, fill, arg)
-        else:
-            qi = self._queue_index(queue)
-            item = self._prepare(fill, arg)
+        try:
+            if inline:
+                qi = self._inline_queue(fill, queue)
+                item = None
+            elif type(queue) is int and 0 <= queue < self._nqueues:
+                qi = queue
+                item = self._prepare(fill, arg)
+            elif isinstance(queue, AdoptedQueue):
+                qi, item = self._adopted_item(queue, fill, arg)
+            else:
+                qi = self._queue_index(queue)
+                item = self._prepare(fill, arg)
+        except ArigValueError:
+            # A stop unloads the device's images and closes its buffers: a launch of one, submitted
+            # after the stop (or a loss), is refused for the device's state, as any other work is.
+            self._check_usable()
+            raise
         tl = self._tl
         if tl.cause is not None or self._stopping:
             self._check_usable()

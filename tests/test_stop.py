@@ -92,6 +92,55 @@ async def test_stop_refuses_new_work() -> None:
         await dev.wait(1)
 
 
+@pytest.mark.parametrize("kind", ["cuda", "nv"])
+def test_a_launch_submitted_after_stop_is_refused_for_the_stop_not_its_unloaded_image(kind: str) -> None:
+    """A stop unloads the device's images; a launch of one submitted after it (a server's task that
+    had not heard of the shutdown) gets DeviceStopped, as any other work does, not the ArigValueError
+    of a launch whose image its user unloaded; and a lost device's, DeviceLost."""
+    import struct
+    from pathlib import Path
+
+    import arig._engine
+    import arig._native
+    import arig.cuda
+    import arig.nvrm as nvrm
+    from arig.testing import FakeCuda, FakeNvrm, faults
+
+    if kind == "nv" and (arig._native.library() is None or arig._engine.unavailable("native") is not None):
+        pytest.skip("the NV device runs on the native core only")
+    cubin = (Path(__file__).resolve().parent / "data" / "nv" / "probe.sm_90.cubin").read_bytes()
+
+    async def launch_of(dev: arig.Device, fake: Any) -> Any:
+        if kind == "cuda":
+            img = await dev.load(fake.image(empty=(lambda _: None, ())))
+            return arig.cuda.Launch(img.function("empty"), 1, 1, b"")
+        img = await dev.load(cubin)
+        return nvrm.Launch(img.function("axpy"), 1, 1, struct.pack("<f4xQQi", 0.0, 0, 0, 0))
+
+    async def main(fake: Any) -> None:
+        opener = arig.cuda.gpu(0) if kind == "cuda" else nvrm.gpu(0)
+        dev = await arig.open(opener)
+        launch = await launch_of(dev, fake)
+        await dev.wait(await dev.submit(launch))
+        await dev.stop()
+        with pytest.raises(arig.DeviceStopped):
+            await dev.submit(launch)
+        assert dev.submitted == 1
+
+        dev = await arig.open(opener)
+        launch = await launch_of(dev, fake)
+        await faults.lose(dev, RuntimeError("lost for the test"))
+        await dev.stop()
+        with pytest.raises(arig.DeviceLost):
+            await dev.submit(launch)
+
+    fake: Any = FakeCuda() if kind == "cuda" else FakeNvrm()
+    if kind == "nv":
+        fake.kernel("axpy", lambda params, grid, block: None)
+    with fake.installed():
+        asyncio.run(main(fake))
+
+
 @pytest.mark.asyncio
 async def test_submit_after_stop_began_is_refused() -> None:
     dev = await arig.open(arig.host.cpu())
