@@ -122,7 +122,11 @@ class FeatureCalls:
         dma = self._dmabuf
         if dma is None:
             raise ArigTypeError(f"{self.name} exports no dma-bufs: dma() is for NV devices")
-        offset, n = dma_region(check_buffer(buf, self), offset, nbytes)
+        try:
+            offset, n = dma_region(check_buffer(buf, self), offset, nbytes)
+        except ArigValueError:
+            self._check_usable()  # its own buffer, closed by its stop: refused for the stop (see submit)
+            raise
         return await self._control(dma.dma, buf, offset, n)
 
     async def map_host(self, obj: Any) -> Buffer:

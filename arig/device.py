@@ -391,7 +391,11 @@ class Device(FeatureCalls):
     async def upload(self, buf: Buffer, array: np.ndarray, *, queue: Any = 0, after: Any = None) -> int:
         """Copy ``array`` into ``buf`` through a queue; return once the copy is done."""
         self._check_loop()
-        array = check_copy(buf, array, self, writable=False)
+        try:
+            array = check_copy(buf, array, self, writable=False)
+        except ArigValueError:
+            self._check_usable()  # its own buffer, closed by its stop: refused for the stop (see submit)
+            raise
         if buf.readonly:
             raise ArigValueError(f"{buf!r} wraps a read-only array: nothing may be uploaded into it")
         fill, arg = self._backend.copy_fill(buf, array, True)
@@ -400,7 +404,11 @@ class Device(FeatureCalls):
     async def download(self, buf: Buffer, out: np.ndarray, *, queue: Any = 0, after: Any = None) -> int:
         """Copy the first ``out.nbytes`` bytes of ``buf`` into ``out``; return once done."""
         self._check_loop()
-        out = check_copy(buf, out, self, writable=True)
+        try:
+            out = check_copy(buf, out, self, writable=True)
+        except ArigValueError:
+            self._check_usable()
+            raise
         fill, arg = self._backend.copy_fill(buf, out, False)
         return await self.run(fill, arg, queue=queue, keep=(buf, out), after=after)
 
@@ -413,7 +421,11 @@ class Device(FeatureCalls):
         so far on its queue 0 (and after ``after``, as ``download``'s), then this device uploads
         them on ``queue``.  A loss of either device fails the copy with its ``DeviceLost``."""
         self._check_loop()
-        src_dev, n = check_buffer_copy(dst, src, nbytes, self)
+        try:
+            src_dev, n = check_buffer_copy(dst, src, nbytes, self)
+        except ArigValueError:
+            self._check_usable()  # this device stopped (or lost): refused for that, as any new work
+            raise
         if self._tl.cause is not None or self._stopping:
             self._check_usable()
         staging = np.empty(n, np.uint8)
@@ -430,7 +442,9 @@ class Device(FeatureCalls):
         """Stop: refuse new work, let submitted work finish (bounded), release everything.
 
         Every buffer and image of the device is closed then (their memory is
-        the backend's to free): using one afterwards raises ``ArigValueError``.
+        the backend's to free): using one afterwards raises ``ArigValueError``,
+        but new work on this device itself raises ``DeviceStopped`` (as any
+        work submitted after the stop does), whatever it names.
         Idempotent; concurrent callers all wait for the one stop.  Past the
         stop timeout the device is lost and released anyway: the whole stop
         takes at most ``stop_timeout`` (and ``STOP_GRACE``).  A stop that waits

@@ -105,6 +105,8 @@ async def test_a_stopped_source_device_is_refused(engine: str) -> None:
         await a.stop()
         with pytest.raises(arig.ArigValueError, match="closed"):  # stop closed its buffers
             await b.copy(dst, src)
+        with pytest.raises(arig.DeviceStopped):  # into a buffer of the stopped device: refused for the stop
+            await a.copy(src, dst)
         assert b.submitted == 0
 
 

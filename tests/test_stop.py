@@ -11,6 +11,7 @@ import warnings
 import weakref
 from typing import Any
 
+import numpy as np
 import pytest
 
 import arig
@@ -94,9 +95,10 @@ async def test_stop_refuses_new_work() -> None:
 
 @pytest.mark.parametrize("kind", ["cuda", "nv"])
 def test_a_launch_submitted_after_stop_is_refused_for_the_stop_not_its_unloaded_image(kind: str) -> None:
-    """A stop unloads the device's images; a launch of one submitted after it (a server's task that
-    had not heard of the shutdown) gets DeviceStopped, as any other work does, not the ArigValueError
-    of a launch whose image its user unloaded; and a lost device's, DeviceLost."""
+    """A stop unloads the device's images and closes its buffers; a launch of one, or an upload or
+    download of one, on that device after the stop (a server's task that had not heard of the
+    shutdown) gets DeviceStopped, as any other work does, not the ArigValueError of an image or
+    buffer its user closed; and a lost device's, DeviceLost."""
     import struct
     from pathlib import Path
 
@@ -121,10 +123,15 @@ def test_a_launch_submitted_after_stop_is_refused_for_the_stop_not_its_unloaded_
         opener = arig.cuda.gpu(0) if kind == "cuda" else nvrm.gpu(0)
         dev = await arig.open(opener)
         launch = await launch_of(dev, fake)
+        buf = await dev.alloc(8)
         await dev.wait(await dev.submit(launch))
         await dev.stop()
         with pytest.raises(arig.DeviceStopped):
             await dev.submit(launch)
+        with pytest.raises(arig.DeviceStopped):
+            await dev.upload(buf, np.zeros(8, np.uint8))
+        with pytest.raises(arig.DeviceStopped):
+            await dev.download(buf, np.zeros(8, np.uint8))
         assert dev.submitted == 1
 
         dev = await arig.open(opener)

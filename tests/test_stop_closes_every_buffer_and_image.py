@@ -4,8 +4,9 @@ A buffer of a stopped device must not reach a new device on the same GPU (same
 name): there its stale address may be the new device's own fresh buffer, which
 the upload would overwrite.  A view of freed pinned memory would read memory
 given back to the driver.  So after stop every buffer and image reads as
-closed, and each use (``numpy()``, an upload or download on any device, a
-launch's argument, a dma-buf) raises ``ArigValueError`` naming the stop.
+closed, and each use (``numpy()``, an upload or download on another device, a
+launch's argument, a dma-buf) raises ``ArigValueError`` naming the stop; new
+work on the stopped device itself raises ``DeviceStopped``, as any does.
 Also here: ``dma`` refuses a region that starts before the buffer.
 """
 
@@ -71,6 +72,9 @@ async def test_host_buffers_are_closed_at_stop(engine: str) -> None:
     await dev.stop()
     _unusable(buf)
     assert view.nbytes == 64  # a view taken before stays valid: host memory is numpy's, kept by the view
+    for late in (dev.upload(buf, np.zeros(8, np.uint8)), dev.download(buf, np.zeros(8, np.uint8)), dev.submit(_noop, buf)):
+        with pytest.raises(arig.DeviceStopped):
+            await late  # on the stopped device itself: refused for the stop
     await _refused_on_a_new_device(arig.host.cpu(), [buf])
 
 
@@ -105,6 +109,8 @@ async def test_nv_buffers_and_images_are_closed_at_stop(fake_nv: FakeNvrm) -> No
             struct.pack("<Q", buf.address)  # a launch's argument
     with pytest.raises(ArigValueError, match=STOPPED):
         image.function("axpy")
+    with pytest.raises(arig.DeviceStopped):
+        await dev.dma(bufs[0])  # on the stopped device itself: refused for the stop
     async with await arig.open(nvrm.gpu(0)) as dev2:
         with pytest.raises(ArigValueError, match=STOPPED):
             await dev2.dma(bufs[0])
