@@ -188,7 +188,29 @@ async def _inline(dev: arig.Device, rec: Record, queue: int, raises: bool) -> in
     return v
 
 
-async def _actor(dev: arig.Device, rec: Record, program: list[tuple[Any, ...]], fail: tuple[int | None, str]) -> None:
+async def _cancelled_after_asyncio(rec: Record, steps: int, fn: Any, *args: Any) -> None:
+    """Run ``fn(*args)`` as a task of its own and cancel it after ``steps`` passes of the loop."""
+    task = asyncio.create_task(fn(*args))
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    if task.cancel():
+        rec.cancels += 1
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def _cancelled_after_trio(rec: Record, steps: int, fn: Any, *args: Any) -> None:
+    """The same in trio's terms: a nursery whose cancel scope is cancelled."""
+    async with trio.open_nursery() as n:
+        n.start_soon(fn, *args)
+        for _ in range(steps):
+            await trio.sleep(0)
+        n.cancel_scope.cancel()
+    rec.cancels += 1
+
+
+async def _actor(dev: arig.Device, rec: Record, program: list[tuple[Any, ...]], fail: tuple[int | None, str], trio_run: bool = False) -> None:
+    cancelled_after = _cancelled_after_trio if trio_run else _cancelled_after_asyncio
+    sleep = trio.sleep if trio_run else asyncio.sleep
     own: list[int] = []
     for step in program:
         kind = step[0]
@@ -197,26 +219,16 @@ async def _actor(dev: arig.Device, rec: Record, program: list[tuple[Any, ...]], 
             if v is not None:
                 own.append(v)
         elif kind == "submit_cancel":
-            task = asyncio.create_task(_submit(dev, rec, step[1], 0.0, False, fail))
-            for _ in range(step[2]):
-                await asyncio.sleep(0)
-            if task.cancel():
-                rec.cancels += 1
-            await asyncio.gather(task, return_exceptions=True)
+            await cancelled_after(rec, step[2], _submit, dev, rec, step[1], 0.0, False, fail)
         elif kind == "wait_own":
             if own:
                 await _checked_wait(dev, rec, own[-1])
         elif kind == "wait_any":
             await _checked_wait(dev, rec, step[1] % (dev.submitted + 3))
         elif kind == "cancel_waiter":
-            task = asyncio.create_task(_checked_wait(dev, rec, step[1] % (dev.submitted + 1)))
-            for _ in range(step[2]):
-                await asyncio.sleep(0)
-            if task.cancel():
-                rec.cancels += 1
-            await asyncio.gather(task, return_exceptions=True)
+            await cancelled_after(rec, step[2], _checked_wait, dev, rec, step[1] % (dev.submitted + 1))
         elif kind == "sleep":
-            await asyncio.sleep(step[1])
+            await sleep(step[1])
         elif kind == "stop":
             await dev.stop()
         elif kind == "inline":
@@ -298,40 +310,6 @@ def test_random_interleavings(params: dict[str, Any]) -> None:
     _run_example(params)
 
 
-async def _actor_trio(dev: arig.Device, rec: Record, program: list[tuple[Any, ...]], fail: tuple[int | None, str]) -> None:
-    """``_actor`` in trio's terms (a cancel is a cancel scope's)."""
-    own: list[int] = []
-    for step in program:
-        kind = step[0]
-        if kind == "submit":
-            v = await _submit(dev, rec, step[1], step[2], step[3], fail)
-            if v is not None:
-                own.append(v)
-        elif kind in ("submit_cancel", "cancel_waiter"):
-            async with trio.open_nursery() as n:
-                if kind == "submit_cancel":
-                    n.start_soon(_submit, dev, rec, step[1], 0.0, False, fail)
-                else:
-                    n.start_soon(_checked_wait, dev, rec, step[1] % (dev.submitted + 1))
-                for _ in range(step[2]):
-                    await trio.sleep(0)
-                n.cancel_scope.cancel()
-            rec.cancels += 1
-        elif kind == "wait_own":
-            if own:
-                await _checked_wait(dev, rec, own[-1])
-        elif kind == "wait_any":
-            await _checked_wait(dev, rec, step[1] % (dev.submitted + 3))
-        elif kind == "sleep":
-            await trio.sleep(step[1])
-        elif kind == "stop":
-            await dev.stop()
-        elif kind == "inline":
-            v = await _inline(dev, rec, step[1], step[2])
-            if v is not None:
-                own.append(v)
-
-
 async def _scenario_trio(params: dict[str, Any]) -> None:
     before = set(threading.enumerate())
     rec = Record()
@@ -341,7 +319,7 @@ async def _scenario_trio(params: dict[str, Any]) -> None:
 
     async def actor(i: int, program: list[tuple[Any, ...]]) -> None:
         try:
-            await _actor_trio(dev, rec, program, fail)
+            await _actor(dev, rec, program, fail, trio_run=True)
         except Exception as exc:  # noqa: BLE001 - reported below, as gather's return_exceptions does
             results[i] = exc
 
