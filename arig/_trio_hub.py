@@ -63,7 +63,7 @@ import trio
 
 from . import _log
 from ._errors import describe
-from ._loop import spin_before_blocking
+from ._loop import DEFAULT_SPIN_US, spin_before_blocking
 
 __all__ = ["Hub", "guarded", "PENDING"]
 
@@ -77,8 +77,8 @@ except ImportError:  # pragma: no cover - a trio without it: the public call
 #: A TrioFuture's state while it has no result (``arig._trio_future`` sets the others).
 PENDING = 0
 
-#: The spin before trio blocks, at most (as ``arig._native.completion.PARK_SPIN_NS``).
-SPIN_NS = 30_000
+#: The spin before trio blocks, at most: every loop's (``arig.new_event_loop``'s default).
+SPIN_NS = DEFAULT_SPIN_US * 1000
 
 _current_task = trio.lowlevel.current_task
 _reschedule = trio.lowlevel.reschedule

@@ -30,7 +30,7 @@ from .._memory import never_free
 from .._errors import ArigError, FillError
 from .._port import port_of, settle
 from .._backend import fill_result
-from .._loop import spin_before_blocking
+from .._loop import DEFAULT_SPIN_US, spin_before_blocking
 from . import PY, PY_FAILED, Core
 
 __all__ = ["NativeCompletion", "IDLE_SPIN_NS"]
@@ -65,7 +65,8 @@ LEAD_TELL_NS = 2_000
 #: then seen as the GPU writes its word, not ~10-20 µs later through the eventfd and a wake-up of a
 #: blocked loop, which also costs more CPU than the spin.  Long work is predicted far: no spin.
 #: Where the loop does not say whether more is ready (uvloop), it spins only for a lone waiter.
-PARK_SPIN_NS = 30_000
+#: The same bound as ``arig.new_event_loop``'s default.
+PARK_SPIN_NS = DEFAULT_SPIN_US * 1000
 
 
 class NativeCompletion:
