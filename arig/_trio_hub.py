@@ -13,10 +13,12 @@ Who reads the hub's fd (the run's thread):
 
 * one leader at a time, a waiting task (``lead``);
 * else, while the port reads any fd, the hub's reader task (``read``): each time it runs it parks
-  on the hub's fd if no one leads, else it *stands by* (parks until the leader stops, which wakes
-  it).  A waiter leads only while the reader is not parked on the fd (trio would refuse a second
-  waiter), so leader and reader never wait on it together, and while the port reads any fd,
-  someone waits on the hub's fd or is due to run before trio next waits for I/O;
+  on the hub's fd if no one leads, else it *stands by* (parks until the leader stops and no task
+  leads again before trio next waits for I/O: a trio instrument's ``before_io_wait`` wakes it, and
+  ends trio's wait at once where trio would block).  A waiter leads only while the reader is not
+  parked on the fd (trio would refuse a second waiter), so leader and reader never wait on it
+  together, and while the port reads any fd, someone waits on the hub's fd whenever trio waits
+  for I/O long, or is due to run first;
 * else no one: a post then hands a drain to ``run_sync_soon``.
 
 Posts (any thread to the run's thread): a post appends, then reads whether anyone reads the hub's
@@ -98,6 +100,10 @@ def guarded(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         report(fn, exc)
 
 
+def _nothing() -> None:
+    """Handed to ``run_sync_soon`` only to end trio's wait for I/O at once."""
+
+
 def report(fn: Callable[..., Any], exc: BaseException) -> None:
     """Log what callback ``fn`` raised (``guarded``'s way); never raises."""
     try:
@@ -114,7 +120,7 @@ def _is_epoll(fd: int) -> bool:
         return False
 
 
-class _SpinBeforeIOWait(trio.abc.Instrument):  # type: ignore[misc]
+class _BeforeIOWait(trio.abc.Instrument):  # type: ignore[misc]
     """A trio instrument that calls ``fn(timeout)`` each time trio is about to wait for I/O."""
 
     __slots__ = ("_fn",)
@@ -130,7 +136,7 @@ class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
     __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested",
-                 "_watched", "_spinner")
+                 "_watched", "_hook", "_standby_due")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
         """On the run's thread, inside the run."""
@@ -157,10 +163,13 @@ class Hub:
         self.resume: Callable[[Any, Any], None] = _reschedule
         runner = getattr(_RUN, "runner", None)
         self._fast: Callable[[Any, Any], None] = getattr(runner, "reschedule", _reschedule)
+        #: The leader stopped with the reader standing by: the reader goes back to the fd before
+        #: trio next waits for I/O, unless a task leads again first (``_before_io_wait``).
+        self._standby_due = False
         #: The devices' completions spun on before trio blocks (``watch``), and the instrument
-        #: through which trio says it is about to (while any is watched).
+        #: through which trio says it is about to (while the reader runs or any is watched).
         self._watched: list[Any] = []
-        self._spinner: _SpinBeforeIOWait | None = None
+        self._hook: _BeforeIOWait | None = None
 
     # -- any thread ---------------------------------------------------------------------------
     def post(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -257,6 +266,7 @@ class Hub:
     def start_reading(self) -> object:
         """A reader task is about to start (its owner spawns ``read`` with this token)."""
         token = self._reader = object()
+        self._hooked()
         return token
 
     def stop_reading(self) -> None:
@@ -264,6 +274,8 @@ class Hub:
         ``run_sync_soon`` unless a leader reads; what was posted meanwhile is drained there."""
         self._reader = None
         self.on_fd = False  # its wait is aborted by the cancel, which comes next
+        self._standby_due = False
+        self._hooked()
         self._hand_drain()
 
     def _hand_drain(self) -> None:
@@ -277,29 +289,49 @@ class Hub:
     def watch(self, c: Any) -> None:
         """Spin on ``c`` (a device's completion: ``arig._loop.Spinnable``) before trio blocks."""
         self._watched.append(c)
-        if self._spinner is None:
-            self._spinner = _SpinBeforeIOWait(self._before_io_wait)
-            trio.lowlevel.add_instrument(self._spinner)
+        self._hooked()
 
     def unwatch(self, c: Any) -> None:
         if c in self._watched:
             self._watched.remove(c)
-        if not self._watched and self._spinner is not None:
-            spinner, self._spinner = self._spinner, None
+        self._hooked()
+
+    def _hooked(self) -> None:
+        """Hear trio's ``before_io_wait`` while the reader runs or a completion is watched, else not."""
+        want = self.fd is not None and (self._reader is not None or bool(self._watched))
+        if want and self._hook is None:
+            self._hook = _BeforeIOWait(self._before_io_wait)
+            trio.lowlevel.add_instrument(self._hook)
+        elif not want and self._hook is not None:
+            hook, self._hook = self._hook, None
             try:
-                trio.lowlevel.remove_instrument(spinner)
+                trio.lowlevel.remove_instrument(hook)
             except (KeyError, RuntimeError):  # trio dropped it, or the run is over
                 pass
 
     def _before_io_wait(self, timeout: float) -> None:
         """trio is about to wait for I/O (every task of its pass has run); ``timeout`` > 0: none is
-        runnable, and trio would block.  Spin for a watched completion predicted within SPIN_NS (and
-        the timeout); what the spin saw is delivered as a post (whoever reads the hub's fd, woken by
-        it at once, runs it on its task, as every delivery under trio runs).  Never raises (trio
-        would drop the instrument)."""
-        if timeout <= 0 or self.fd is None:
-            return
+        runnable, and trio would block.  Never raises (trio would drop the instrument).
+
+        * The reader standing by since a leader stopped, and no task leads again: it goes back to
+          the hub's fd now (where trio would block, a no-op handed to ``run_sync_soon`` ends trio's
+          wait at once, so that the reader runs first).  A leader that stops and leads again in the
+          same step (a task's next round trip) costs the reader no step and trio no pass.
+        * Else, where trio would block: spin for a watched completion predicted within SPIN_NS (and
+          the timeout); what the spin saw is delivered as a post (whoever reads the hub's fd, woken
+          by it at once, runs it on its task, as every delivery under trio runs)."""
         try:
+            if self._standby_due:
+                self._standby_due = False
+                standby = self._standby
+                if self.leader is None and standby is not None:
+                    self._standby = None
+                    _reschedule(standby)
+                    if timeout > 0:
+                        self._run_soon(_nothing)
+                    return
+            if timeout <= 0 or self.fd is None or not self._watched:
+                return
             spin_before_blocking(self._watched, min(SPIN_NS, int(timeout * 1e9)), self._deliver_spun)
         except BaseException as exc:  # noqa: BLE001 - as any callback of the port's: logged, never into trio's scheduler
             report(self._before_io_wait, exc)
@@ -340,9 +372,10 @@ class Hub:
             if q:
                 self.drain()
             self.leader = None
-            standby, self._standby = self._standby, None
-            if standby is not None:
-                _reschedule(standby)  # the reader reads the fd again (or stands by for the next leader)
+            if self._standby is not None:
+                # The reader reads the fd again before trio next waits for I/O, unless a task leads
+                # again first (``_before_io_wait``).
+                self._standby_due = True
             if q:
                 self._hand_drain()
 
@@ -399,6 +432,8 @@ class Hub:
         fd, self.fd = self.fd, None
         self._reader = None  # the reader ends (its task is cancelled next) and hands nothing on
         self.on_fd = False
+        self._standby_due = False
+        self._hooked()
         with self._lock:
             efd, self._efd = self._efd, None
         if fd is not None:

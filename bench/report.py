@@ -227,10 +227,12 @@ def _trio_section(b: dict[str, Any]) -> list[str]:
                      ["device", "empty p50", "64 tasks /s", "1 ms late p50", "10 ms late p50"],
                      [[kind, r.get("empty_p50"), r.get("tasks_64"), r.get("late_1ms"), r.get("late_10ms")] for kind, r in spun.items() if isinstance(r, dict)])
     for name, r in t["rows"].items():
-        per = dig(r, "tasks_64", "per_completion") if isinstance(r, dict) else None
-        if isinstance(per, dict) and per:
-            lines.append(f"{name}, 64 tasks, the native core's counters per completion: " + ", ".join(f"{k} {v:.3f}" for k, v in per.items()))
-            lines.append("")
+        for key, what in ((("empty", "per_wait"), "one task, empty kernel, the native core's counters per wait"),
+                          (("tasks_64", "per_completion"), "64 tasks, the native core's counters per completion")):
+            per = dig(r, *key) if isinstance(r, dict) else None
+            if isinstance(per, dict) and per:
+                lines.append(f"{name}, {what}: " + ", ".join(f"{k} {v:.3f}" for k, v in per.items()))
+                lines.append("")
     return lines
 
 

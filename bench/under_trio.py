@@ -56,7 +56,7 @@ LATE_US = (1_000, 10_000)
 TASKS = 64
 #: Rounds per device (full, quick), each one run per library.
 ROUNDS = (3, 1)
-#: The native core's counters reported per completion of the 64 tasks.
+#: The native core's counters reported per wait of one task and per completion of the 64 tasks.
 COUNTED = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "prewakes", "queries", "idle_spins", "idle_spin_hits", "park_ready", "park_done", "park_far")
 
 
@@ -135,7 +135,8 @@ async def _empty(dev: arig.Device, work: Any, n: int) -> dict[str, Any]:
         await wait(await submit(work))
         lat[i] = pc() - t
     cpu = time.process_time() - c0
-    return {"latency_us": summarize(lat, 1e6), "cpu_us_per_wait": cpu * 1e6 / n}
+    # _all: every wait since the counters were read (the warm-up's too), for their ratio
+    return {"latency_us": summarize(lat, 1e6), "cpu_us_per_wait": cpu * 1e6 / n, "_all": n + min(n, 200)}
 
 
 async def _tasks(dev: arig.Device, work: Any, seconds: float) -> dict[str, Any]:
@@ -178,7 +179,13 @@ async def _row(kind: str, cfg: Config) -> dict[str, Any]:
     dev, target, work = await _target(kind)
     try:
         out: dict[str, Any] = {"device": dev.name, "library": sniffio.current_async_library(), "completion": dev.facts.get("completion")}
+        c0 = target.counters()
         out["empty"] = await _empty(dev, work, cfg.pick(3000, 200))
+        c1 = target.counters()
+        if c0 and c1:  # how one task's waits were seen, per wait (the warm-up's too)
+            n = max(out["empty"].pop("_all", 1), 1)
+            out["empty"]["per_wait"] = {k: (c1[k] - c0[k]) / n for k in COUNTED if k in c0 and k in c1}
+        out["empty"].pop("_all", None)
         c0 = target.counters()
         out["tasks_64"] = await _tasks(dev, work, cfg.pick(1.0, 0.2))
         c1 = target.counters()

@@ -3,13 +3,15 @@
 One task, 300 rounds per case: torch's ``x.add_(1)`` on a torch stream, then
 awaited by an adopted queue's marker, by ``wait_event``, or by busy polling;
 and arig's own empty kernel for reference.  Prints p50, CPU per wait, the
-native core's counters and the CPU per op of each thread.
+native core's counters and the CPU per op of each thread, and what the loop had ready when a
+parked waiter's spin looked (``park_ready``: the spin did not run, as the loop would not block).
 Usage: python3 scripts/probe_interop.py
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from typing import Any
 
@@ -21,7 +23,22 @@ import arig.cuda
 from arig.cuda import Launch
 from arig.cuda import shipped_image
 
+import arig._port
 from probe_latency import thread_cpu
+
+#: What the loop had ready each time a park spin asked (the callbacks' names, the first three).
+READY: collections.Counter[str] = collections.Counter()
+_others_ready = arig._port.AsyncioPort.others_ready
+
+
+def _tallied(self: Any) -> bool | None:
+    ready = self._ready
+    if ready:
+        READY[" + ".join(getattr(getattr(h, "_callback", None), "__qualname__", repr(h))[:60] for h in list(ready)[:3])] += 1
+    return _others_ready(self)
+
+
+arig._port.AsyncioPort.others_ready = _tallied  # type: ignore[method-assign]
 
 
 async def probe() -> None:
@@ -73,6 +90,7 @@ async def probe() -> None:
             for _ in range(50):
                 await op()
             s0 = b.completion.stats()
+            READY.clear()
             lat, n = [], 300
             c0, t0 = time.process_time(), thread_cpu()
             for _ in range(n):
@@ -84,7 +102,8 @@ async def probe() -> None:
             top = ", ".join(f"{k} {v / n / 1e3:.1f}" for k, v in per.most_common(5))
             print(f"{name:26s} p50 {np.median(lat) * 1e6:6.1f} us  p90 {np.percentile(lat, 90) * 1e6:6.1f}  cpu/wait {cpu * 1e6:6.1f} us"
                   f"\n    core: {', '.join(f'{k} {v - s0.get(k, 0)}' for k, v in b.completion.stats().items())}"
-                  f"\n    cpu us/op by thread: {top}", flush=True)
+                  f"\n    cpu us/op by thread: {top}"
+                  f"\n    ready when a park spin looked: {', '.join(f'{k} x{v}' for k, v in READY.most_common(4)) or 'nothing'}", flush=True)
 
 
 asyncio.run(probe())

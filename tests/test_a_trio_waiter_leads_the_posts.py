@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.abc
 import trio.testing
 
 from arig._running import running_loop
@@ -151,6 +152,96 @@ def test_a_waiter_reads_a_devices_fd_in_its_own_task_and_the_reader_task_reads_i
             port.remove_reader(efd)
             assert port._hub.may_lead()
         finally:
+            os.close(efd)
+
+    trio.run(main)
+
+
+class _ReaderSteps(trio.abc.Instrument):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: Any) -> None:
+        if task.name == "arig-reader":
+            self.steps += 1
+
+
+def test_a_waiter_that_leads_again_in_the_same_step_costs_the_reader_task_no_step() -> None:
+    """One task's round trips (the leader stops and, in the same step, waits again): the reader
+    task stands by throughout; trio runs it only when the task stops leading for good."""
+
+    async def main() -> None:
+        port = running_loop()
+        efd = os.eventfd(0, os.EFD_NONBLOCK)
+        box: list[Any] = []
+
+        def ready() -> None:
+            os.eventfd_read(efd)
+            box[0].set_result(None)
+
+        steps = _ReaderSteps()
+        try:
+            port.add_reader(efd, ready)
+            await trio.sleep(0.01)  # the reader parks on the hub's fd
+            box.append(port.create_future())
+            await _written_soon(efd, box[0])  # read by the reader; the reader stands by after its turn
+            trio.lowlevel.add_instrument(steps)
+            for _ in range(20):
+                box[0] = port.create_future()
+                threading.Thread(target=os.eventfd_write, args=(efd, 1)).start()
+                with trio.fail_after(5):
+                    await box[0]
+            assert steps.steps <= 1, f"the reader task ran {steps.steps} steps in 20 round trips of one leader"
+            box[0] = port.create_future()
+            await trio.sleep(0.01)  # the leader stopped for good: the reader reads the fd again
+            assert port._hub.on_fd, "the reader waits on the hub's fd again"
+            os.eventfd_write(efd, 1)
+            with trio.fail_after(5):
+                while not box[0].done():
+                    await trio.sleep(0.001)
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+            port.remove_reader(efd)
+            os.close(efd)
+
+    trio.run(main)
+
+
+def test_a_post_or_a_devices_fd_written_after_the_last_leader_stops_reaches_a_run_that_waits_long() -> None:
+    """The last leader stops while the reader stands by, and the run then only waits (a long sleep,
+    an Event): trio would block; the reader is back on the hub's fd first, so a post and an fd's
+    write from another thread still end those waits."""
+
+    async def main() -> None:
+        port = running_loop()
+        efd = os.eventfd(0, os.EFD_NONBLOCK)
+        seen = trio.Event()
+
+        def ready() -> None:
+            os.eventfd_read(efd)
+            seen.set()
+
+        try:
+            port.add_reader(efd, ready)
+            await trio.sleep(0.01)
+            for how in ("post", "fd"):
+                for _ in range(2):  # the reader reads the first; the second waiter leads (the reader yields)
+                    fut = port.create_future()
+                    # Resolved by a post: a leader's own drain, so no other task is runnable after it.
+                    threading.Timer(0.005, port.post, (fut.set_result, 1)).start()
+                    assert await fut == 1
+                assert not port._hub.on_fd and port._hub.leader is None, "the reader stands by"
+                got = trio.Event()
+                if how == "post":
+                    threading.Timer(0.02, port.post, (got.set,)).start()
+                else:
+                    seen = trio.Event()
+                    got = seen
+                    threading.Timer(0.02, os.eventfd_write, (efd, 1)).start()
+                with trio.fail_after(5):
+                    await got.wait()
+        finally:
+            port.remove_reader(efd)
             os.close(efd)
 
     trio.run(main)
