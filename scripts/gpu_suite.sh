@@ -62,6 +62,7 @@ export PYTHONUNBUFFERED=1 ARIG_GPU_REQUIRED=1
 step "machine"
 echo "commit: ${ARIG_COMMIT:-unknown}"
 timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,pci.bus_id --format=csv
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
 python3 - <<'EOF'
 import sys
 from importlib.metadata import PackageNotFoundError, version
@@ -129,6 +130,8 @@ run probe_trio 25 $(( BENCH_MIN + 10 )) python3 scripts/probe_trio_steps.py --n 
 run probe_trio_64 25 $(( BENCH_MIN + 10 )) python3 scripts/probe_trio_steps.py --n 12800 --tasks 64
 step "the Python fill beside the Launch and torch's busy poll: one task, 32 in a row, 64 tasks (scripts/probe_python_fill.py)"
 run probe_pyfill 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_python_fill.py --repeat 1
+step "awaiting a torch stream, step by step, and what the loop had ready when a park spin looked (scripts/probe_interop.py)"
+run probe_interop 30 $(( BENCH_MIN + 10 )) bash -c 'cd scripts && python3 probe_interop.py'
 step "the demos' longest stall, split into the longest callback and the longest pass (scripts/probe_demo_stall.py)"
 run probe_stall_nv 30 $(( BENCH_MIN + 10 )) python3 scripts/probe_demo_stall.py --device nv:0 --repeat 1
 run probe_stall_cuda 30 $(( BENCH_MIN + 10 )) python3 scripts/probe_demo_stall.py --device cuda:0 --repeat 1
