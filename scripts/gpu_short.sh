@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GPU suite's core in about 3 minutes, for a session whose device time cannot hold the whole
+# suite (scripts/gpu_suite.sh, ~8 minutes): the native core built in place, every GPU test
+# (tests/gpu, watched at exit), trio's round trip in its task steps (one task and 64), and the
+# trio bench (table 7c: every device under asyncio, trio and trio with its spin, alternating).
+# Writes under $OUT: short.log, gpu_tests.xml, bench/results.json, bench/table.md.
+# Usage: ARIG_COMMIT=<sha> bash scripts/gpu_short.sh
+set -u
+OUT=${OUT:-$PWD/out}; mkdir -p "$OUT"
+exec > >(tee -a "$OUT/short.log") 2>&1
+echo "commit: ${ARIG_COMMIT:-unknown}; cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 ARIG_GPU_REQUIRED=1
+timeout 120 python3 setup.py build_ext --inplace -q >/dev/null || { echo "build failed"; exit 1; }
+echo "===== GPU tests ($(date -u +%T))"
+timeout -k 10 150 bash scripts/pytest_watched.sh "$OUT/gpu_tests.xml" python3 -m pytest tests/gpu -q -rfEs -p no:cacheprovider --timeout 120 --junitxml "$OUT/gpu_tests.xml"
+echo "gpu_tests exit: $?"
+echo "===== trio's task steps ($(date -u +%T))"
+timeout -k 5 30 python3 scripts/probe_trio_steps.py --n 3000; echo "probe_trio exit: $?"
+timeout -k 5 30 python3 scripts/probe_trio_steps.py --n 12800 --tasks 64; echo "probe_trio_64 exit: $?"
+echo "===== trio bench ($(date -u +%T))"
+timeout -k 10 100 python3 -m bench --only trio --max-seconds 80 --out "$OUT/bench"; echo "bench exit: $?"
+echo "===== done ($(date -u +%T))"
