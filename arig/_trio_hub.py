@@ -41,13 +41,16 @@ its 20 ms backstop).  Such a callback reads what it watches itself (the device's
 under asyncio, where the loop's one poll is the only one.
 
 The spin before trio blocks (with ``ARIG_TRIO_SPIN``, while a device's completion is watched): a
-trio instrument's ``before_io_wait`` spins for a completion predicted near, as asyncio's loops do
-before they block (``arig._loop.spin_before_blocking``).  trio calls it once every task of a pass
-has run, with a timeout above zero only where no task is runnable, so the spin never keeps a task
-waiting; a spin on a task would (trio takes a pass's tasks out of its run queue before it runs
-them, and a waiter resolved by its own spin goes on without yielding).  What the spin saw is
-delivered as a post: its eventfd's write ends trio's wait at once, and the leader or the reader
-runs the delivery on its task, as every delivery under trio runs.
+leader about to wait on the hub's fd spins for a completion predicted near (up to SPIN_NS), as
+asyncio's loops do before they block (``arig._loop.spin_before_blocking``), but only where it is
+the last task of trio's pass and none is runnable, so trio would block next: trio takes a pass's
+tasks out of its run queue before it runs them, so a trio instrument counts the pass's tasks still
+to run (``left``).  A spin that finds the completion delivers it on the leader's task, as a
+service would, and the leader then yields once (a task whose every wait is spun for must not keep
+trio from its I/O and timers): no fd is written or polled for it, where trio's own wait for I/O
+would cost a registration, the poll and the eventfd's read.  A spin in trio's ``before_io_wait``
+instead came too late on a GPU: the empty kernel's completion was always in before it, and its
+delivery needed a post to end trio's wait.
 
 Threads: ``post`` from any thread; everything else on the run's thread.
 """
@@ -67,7 +70,7 @@ from . import _log
 from ._errors import describe
 from ._loop import DEFAULT_SPIN_US, spin_before_blocking
 
-__all__ = ["Hub", "guarded", "PENDING"]
+__all__ = ["Hub", "guarded", "PENDING", "SPUN"]
 
 try:
     # The run's own scheduler (its ``reschedule`` is what the public one calls, inside a frame
@@ -78,6 +81,8 @@ except ImportError:  # pragma: no cover - a trio without it: the public call
 
 #: A TrioFuture's state while it has no result (``arig._trio_future`` sets the others).
 PENDING = 0
+#: ``Hub.lead``'s result where the leader's own spin resolved its future (neither True nor False).
+SPUN = 2
 
 #: The spin before trio blocks, at most: every loop's (``arig.new_event_loop``'s default).
 SPIN_NS = DEFAULT_SPIN_US * 1000
@@ -132,11 +137,29 @@ class _BeforeIOWait(trio.abc.Instrument):  # type: ignore[misc]
         self._fn(timeout)
 
 
+class _PassCounter(trio.abc.Instrument):  # type: ignore[misc]
+    """A trio instrument that counts the tasks of trio's pass not yet stepped (``hub.left``): trio
+    takes a pass's tasks out of its run queue before it runs them, so an empty run queue alone
+    does not say that no task of the pass is still to run."""
+
+    __slots__ = ("_hub", "_runq")
+
+    def __init__(self, hub: Hub, runq: Any) -> None:
+        self._hub = hub
+        self._runq = runq
+
+    def after_io_wait(self, timeout: float) -> None:
+        self._hub.left = len(self._runq)
+
+    def before_task_step(self, task: Any) -> None:
+        self._hub.left -= 1
+
+
 class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
     __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested",
-                 "_watched", "_hook", "_standby_due")
+                 "_watched", "_hook", "_standby_due", "_runq", "_counter", "left")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
         """On the run's thread, inside the run."""
@@ -170,6 +193,11 @@ class Hub:
         #: through which trio says it is about to (while the reader runs or any is watched).
         self._watched: list[Any] = []
         self._hook: _BeforeIOWait | None = None
+        #: trio's run queue, and the instrument that counts the tasks of the pass still to run
+        #: (``left``), while a completion is watched; without the run's queue, no spin.
+        self._runq: Any = getattr(runner, "runq", None)
+        self._counter: _PassCounter | None = None
+        self.left = 1 << 30  # none counted yet: no spin until trio's next pass
 
     # -- any thread ---------------------------------------------------------------------------
     def post(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -287,18 +315,29 @@ class Hub:
                 pass
 
     def watch(self, c: Any) -> None:
-        """Spin on ``c`` (a device's completion: ``arig._loop.Spinnable``) before trio blocks."""
+        """Spin on ``c`` (a device's completion: ``arig._loop.Spinnable``) where a leader would
+        block (``lead``)."""
+        if self._runq is None:
+            return  # a trio without its run's queue in reach: no spin
         self._watched.append(c)
-        self._hooked()
+        if self._counter is None:
+            self.left = 1 << 30
+            self._counter = _PassCounter(self, self._runq)
+            trio.lowlevel.add_instrument(self._counter)
 
     def unwatch(self, c: Any) -> None:
         if c in self._watched:
             self._watched.remove(c)
-        self._hooked()
+        if not self._watched and self._counter is not None:
+            counter, self._counter = self._counter, None
+            try:
+                trio.lowlevel.remove_instrument(counter)
+            except (KeyError, RuntimeError):  # trio dropped it, or the run is over
+                pass
 
     def _hooked(self) -> None:
-        """Hear trio's ``before_io_wait`` while the reader runs or a completion is watched, else not."""
-        want = self.fd is not None and (self._reader is not None or bool(self._watched))
+        """Hear trio's ``before_io_wait`` while the reader runs, else not."""
+        want = self.fd is not None and self._reader is not None
         if want and self._hook is None:
             self._hook = _BeforeIOWait(self._before_io_wait)
             trio.lowlevel.add_instrument(self._hook)
@@ -311,15 +350,11 @@ class Hub:
 
     def _before_io_wait(self, timeout: float) -> None:
         """trio is about to wait for I/O (every task of its pass has run); ``timeout`` > 0: none is
-        runnable, and trio would block.  Never raises (trio would drop the instrument).
-
-        * The reader standing by since a leader stopped, and no task leads again: it goes back to
-          the hub's fd now (where trio would block, a no-op handed to ``run_sync_soon`` ends trio's
-          wait at once, so that the reader runs first).  A leader that stops and leads again in the
-          same step (a task's next round trip) costs the reader no step and trio no pass.
-        * Else, where trio would block: spin for a watched completion predicted within SPIN_NS (and
-          the timeout); what the spin saw is delivered as a post (whoever reads the hub's fd, woken
-          by it at once, runs it on its task, as every delivery under trio runs)."""
+        runnable, and trio would block.  The reader standing by since a leader stopped, and no
+        task leads again: it goes back to the hub's fd now (where trio would block, a no-op handed
+        to ``run_sync_soon`` ends trio's wait at once, so that the reader runs first).  A leader
+        that stops and leads again in the same step (a task's next round trip) costs the reader no
+        step and trio no pass.  Never raises (trio would drop the instrument)."""
         try:
             if self._standby_due:
                 self._standby_due = False
@@ -329,24 +364,30 @@ class Hub:
                     _reschedule(standby)
                     if timeout > 0:
                         self._run_soon(_nothing)
-                    return
-            if timeout <= 0 or self.fd is None or not self._watched:
-                return
-            spin_before_blocking(self._watched, min(SPIN_NS, int(timeout * 1e9)), self._deliver_spun)
         except BaseException as exc:  # noqa: BLE001 - as any callback of the port's: logged, never into trio's scheduler
             report(self._before_io_wait, exc)
 
-    def _deliver_spun(self, c: Any) -> None:
-        self.post(c.deliver_spun, ())
+    def _spin(self, fut: Any) -> bool:
+        """Leader, about to wait on the hub's fd: where it is the last task of trio's pass and none
+        is runnable (trio would block next), spin for a watched completion predicted within SPIN_NS
+        and deliver it here.  True: that resolved ``fut``."""
+        if self.left > 0 or self._runq or not self._watched:
+            return False
+        try:
+            spin_before_blocking(self._watched, SPIN_NS)
+        except BaseException as exc:  # noqa: BLE001 - a failed spin only falls back to the fd
+            report(self._spin, exc)
+        return bool(fut._state != PENDING)
 
     def may_lead(self) -> bool:
         return self.leader is None and not self.on_fd and self.fd is not None
 
-    def lead(self, fut: Any) -> Generator[Any, Any, bool]:
+    def lead(self, fut: Any) -> Generator[Any, Any, int]:
         """Lead while ``fut`` is pending: the caller's task waits on the hub's fd and services it;
         it stops leading (and drains once more, and wakes the reader standing by) on its way out,
-        whatever the way.  False: the run ends (``close``) with ``fut`` still pending: the caller
-        waits for it as any waiter does."""
+        whatever the way.  True: ``fut`` is resolved; SPUN: resolved by the leader's own spin (the
+        caller then yields once: see ``_spin``); False: the run ends (``close``) with ``fut`` still
+        pending: the caller waits for it as any waiter does."""
         fd, q = self.fd, self._q
         assert fd is not None
         self.leader = _current_task()
@@ -356,6 +397,8 @@ class Hub:
                     self.drain()
                 if fut._state != PENDING:
                     return True
+                if self._watched and self._spin(fut):
+                    return SPUN
                 self.parked = True
                 try:
                     yield from _wait_readable(fd).__await__()
@@ -446,3 +489,5 @@ class Hub:
         self._ep.close()
         if efd is not None:
             os.close(efd)
+        self._watched.clear()
+        self.unwatch(None)  # the pass counter goes with the run

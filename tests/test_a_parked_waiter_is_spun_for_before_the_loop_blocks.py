@@ -10,12 +10,12 @@ a lone waiter), it spins up to ``PARK_SPIN_NS`` for a completion predicted withi
 predicted yet: just submitted), and delivers.  A predicted end spun for in vain is not spun for
 again until some progress.
 
-A trio run gets no spin at the park (``LoopPort.spins_at_park``).  With ``ARIG_TRIO_SPIN`` it spins
-where trio itself is about to block instead: in a trio instrument's ``before_io_wait``, called once
-every task of a pass has run, with a timeout above zero only when none is runnable.  A spin on a
-task (tried before: the waiter that leads the run's fd) kept the rest of its pass waiting, since
-trio takes a pass's tasks out of its run queue before it runs them, and a waiter resolved by its own
-spin went on without yielding: 64 tasks on an H100 completed at one task's rate.
+A trio run gets no spin at the park (``LoopPort.spins_at_park``).  With ``ARIG_TRIO_SPIN`` the
+waiter that leads the run's fd spins before it waits on it, where it is the last task of trio's
+pass and none is runnable (a trio instrument counts the pass's tasks still to run), and yields once
+after a spin that resolved it.  A spin on every leader (tried before) kept the rest of its pass
+waiting, since trio takes a pass's tasks out of its run queue before it runs them, and a waiter
+resolved by its own spin went on without yielding: 64 tasks on an H100 completed at one task's rate.
 
 Here over stand-ins of a device's completion (what the spin does is the core's ``loop_spin``,
 measured on a GPU by the bench) and over FakeCuda's native core on real loops.
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pytest
 import trio
+import trio.abc
 
 import arig
 import arig._env
@@ -264,7 +265,8 @@ def test_a_trio_run_spins_not_at_the_park_but_before_it_blocks_with_the_switch(s
 
 
 def test_with_the_trio_spin_many_tasks_each_get_their_completions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sixteen tasks each await 15 empty kernels over FakeCuda's native core, with the spin."""
+    """Sixteen tasks each await 15 empty kernels over FakeCuda's native core, with the spin (which
+    runs only where the leader is the last task of its pass, so with sixteen tasks seldom)."""
     monkeypatch.setattr(arig._env, "TRIO_SPIN", True)
 
     async def main(fake: FakeCuda) -> tuple[list[int], dict[str, Any]]:
@@ -290,9 +292,8 @@ def test_with_the_trio_spin_many_tasks_each_get_their_completions(monkeypatch: p
     with fake.installed():
         if arig._native.library() is None:
             pytest.skip("the native core is not in use here")
-        done, stats = trio.run(main, fake)
+        done, _ = trio.run(main, fake)
     assert done == [15] * 16
-    assert stats["idle_spins"] >= 1, stats
     assert fake.violations == []
 
 
@@ -337,16 +338,38 @@ class _Device:
             self.complete_one()
 
 
+class _Passes(trio.abc.Instrument):  # type: ignore[misc]
+    """Logs trio's passes: "io" after each wait for I/O, "step" before each task step."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def after_io_wait(self, timeout: float) -> None:
+        self.log.append("io")
+
+    def before_task_step(self, task: Any) -> None:
+        self.log.append("step")
+
+
 def test_a_trio_spin_never_keeps_runnable_tasks_waiting() -> None:
     """Eight tasks each submit and wait in turn until 400 completions, with a spin that finds each
-    completion at once: a spin on a waiter's task before its pass's other tasks had run would let
-    that one task finish everything.  Each task finishes its share, and no spin ran while a task
-    was runnable."""
+    completion at once: a spin on a waiter's task before its pass's other tasks had run would keep
+    them waiting.  Each task finishes its share, no spin ran while a task was runnable, and none
+    before the last task of its pass had run (no task step between a spin and trio's next wait for
+    I/O)."""
 
     async def main() -> tuple[list[int], list[int], int]:
         port = running_loop()
         dev = _Device(port)
         port._hub.watch(dev)
+        trio.lowlevel.add_instrument(passes)
+        spin = dev.spin
+
+        def logged(ns: int) -> bool:
+            passes.log.append("spin")
+            return spin(ns)
+
+        dev.spin = logged  # type: ignore[method-assign]
         done = [0] * 8
 
         async def task(i: int) -> None:
@@ -364,13 +387,55 @@ def test_a_trio_spin_never_keeps_runnable_tasks_waiting() -> None:
                     n.cancel_scope.cancel()
         finally:
             port._hub.unwatch(dev)
+            trio.lowlevel.remove_instrument(passes)
         return done, dev.spins, dev.on_tasks
 
+    passes = _Passes()
     done, spins, on_tasks = trio.run(main)
-    assert len(spins) >= 100, f"the run spun for the completions: {len(spins)} spins"
-    assert on_tasks == len(spins), "each find was delivered, on a task (as a post)"
+    late = [i for i, e in enumerate(passes.log) if e == "spin" and any(x == "step" for x in passes.log[i + 1:passes.log.index("io", i) if "io" in passes.log[i:] else None])]
+    assert late == [], f"{len(late)} spins ran before the last task of their pass had run"
+    assert len(spins) >= 40, f"the run spun for the completions: {len(spins)} spins"
+    assert on_tasks == len(spins), "each find was delivered, on the leader's task"
     assert min(done) >= 400 // 8 // 2, done
     assert max(spins) == 0, "no spin while another task was runnable"
+
+
+def test_a_trio_waiter_resolved_by_its_own_spin_still_yields_to_timers() -> None:
+    """One task's waits, each found by its leader's spin (it is alone: the last task of each pass):
+    the waits need no fd, and each still yields once, so a task asleep on a timer wakes meanwhile
+    (without the yield, the 300 waits would run in one step of trio's)."""
+
+    async def main() -> tuple[int, list[int]]:
+        port = running_loop()
+        dev = _Device(port)
+        port._hub.watch(dev)
+        ticks = 0
+        stop = False
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not stop:
+                await trio.sleep(0.0002)
+                ticks += 1
+
+        try:
+            with trio.fail_after(20):
+                async with trio.open_nursery() as n:
+                    n.start_soon(ticker)
+                    await trio.sleep(0.001)
+                    t0 = trio.current_time()
+                    for _ in range(300):
+                        await dev.submit()
+                    stop = True
+                    assert trio.current_time() - t0 > 0.0005, "the waits took long enough for the ticker's timer"
+        finally:
+            port._hub.unwatch(dev)
+        return ticks, dev.spins
+
+    ticks, spins = trio.run(main)
+    assert len(spins) >= 250, f"the lone waiter's waits were spun for: {len(spins)} spins"
+    assert max(spins) == 0, "no spin while a task was runnable"
+    assert ticks >= 2, f"the sleeping task woke {ticks} times during the spun waits"
 
 
 def test_a_trio_waiter_is_not_kept_from_its_result_by_a_task_that_never_blocks() -> None:
