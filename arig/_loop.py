@@ -16,9 +16,9 @@ The spin itself (``spin_before_blocking``) is every asyncio loop's: on the
 default loop and uvloop a device's completion runs it once a waiter parked
 and the loop ran what was ready (``arig._native.completion``).  This selector
 runs it exactly where the loop blocks, at no cost per park.  A trio run
-spins only with ``ARIG_TRIO_SPIN``, where trio is about to block (a trio
-instrument's ``before_io_wait``: ``arig._trio_hub``), never on a task
-(``LoopPort.spins_at_park`` says why).
+spins only with ``ARIG_TRIO_SPIN``, on the task that leads the run's fd just
+before it waits on it, where that task is the last of trio's pass and none is
+runnable (``arig._trio_hub``; ``LoopPort.spins_at_park`` says why no sooner).
 
 Everything here runs on the loop's own thread.
 """
@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
-from collections.abc import Callable
 from typing import Any, Protocol
 
 __all__ = ["new_event_loop", "SpinSelector"]
@@ -74,23 +73,20 @@ class SpinSelector(selectors.EpollSelector if hasattr(selectors, "EpollSelector"
         return ready
 
 
-def spin_before_blocking(watched: list[Spinnable], spin_ns: int, deliver: Callable[[Spinnable], Any] | None = None) -> int:
+def spin_before_blocking(watched: list[Spinnable], spin_ns: int) -> int:
     """Loop thread, when nothing else of the loop's is ready and it would block next: spin up to
     ``spin_ns`` on the first of ``watched`` whose completion is predicted within ``spin_ns``, and
-    deliver what the spin saw (``c.deliver_spun()``, or ``deliver(c)``, which has it delivered).
+    deliver what the spin saw (``c.deliver_spun()``).
     0: nothing due, no spin; 1: spun, nothing came; 2: delivered.
 
     The one spin of every loop: this selector's, the one a device's completion runs on any other
     asyncio loop once the loop has run what was ready (``arig._native.completion``), and a trio
-    run's where trio is about to block (``arig._trio_hub``)."""
+    run's leader's before it waits on the run's fd (``arig._trio_hub``)."""
     now = time.monotonic_ns()
     for c in watched:
         if c.spin_due(now, spin_ns):
             if c.spin(spin_ns):
-                if deliver is None:
-                    c.deliver_spun()  # resolves futures: their tasks are ready now
-                else:
-                    deliver(c)
+                c.deliver_spun()  # resolves futures: their tasks are ready now
                 return 2
             return 1
     return 0
