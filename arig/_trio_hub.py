@@ -159,7 +159,7 @@ class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
     __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested",
-                 "_watched", "_hook", "_standby_due", "_runq", "_counter", "left")
+                 "_watched", "_hook", "_runq", "_counter", "left")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
         """On the run's thread, inside the run."""
@@ -186,9 +186,6 @@ class Hub:
         self.resume: Callable[[Any, Any], None] = _reschedule
         runner = getattr(_RUN, "runner", None)
         self._fast: Callable[[Any, Any], None] = getattr(runner, "reschedule", _reschedule)
-        #: The leader stopped with the reader standing by: the reader goes back to the fd before
-        #: trio next waits for I/O, unless a task leads again first (``_before_io_wait``).
-        self._standby_due = False
         #: The devices' completions spun on before trio blocks (``watch``), and the instrument
         #: through which trio says it is about to (while the reader runs or any is watched).
         self._watched: list[Any] = []
@@ -302,7 +299,6 @@ class Hub:
         ``run_sync_soon`` unless a leader reads; what was posted meanwhile is drained there."""
         self._reader = None
         self.on_fd = False  # its wait is aborted by the cancel, which comes next
-        self._standby_due = False
         self._hooked()
         self._hand_drain()
 
@@ -328,7 +324,11 @@ class Hub:
     def unwatch(self, c: Any) -> None:
         if c in self._watched:
             self._watched.remove(c)
-        if not self._watched and self._counter is not None:
+        if not self._watched:
+            self._drop_counter()
+
+    def _drop_counter(self) -> None:
+        if self._counter is not None:
             counter, self._counter = self._counter, None
             try:
                 trio.lowlevel.remove_instrument(counter)
@@ -356,14 +356,12 @@ class Hub:
         that stops and leads again in the same step (a task's next round trip) costs the reader no
         step and trio no pass.  Never raises (trio would drop the instrument)."""
         try:
-            if self._standby_due:
-                self._standby_due = False
-                standby = self._standby
-                if self.leader is None and standby is not None:
-                    self._standby = None
-                    _reschedule(standby)
-                    if timeout > 0:
-                        self._run_soon(_nothing)
+            standby = self._standby
+            if standby is not None and self.leader is None and self._reader is not None:
+                self._standby = None
+                _reschedule(standby)
+                if timeout > 0:
+                    self._run_soon(_nothing)
         except BaseException as exc:  # noqa: BLE001 - as any callback of the port's: logged, never into trio's scheduler
             report(self._before_io_wait, exc)
 
@@ -371,7 +369,7 @@ class Hub:
         """Leader, about to wait on the hub's fd: where it is the last task of trio's pass and none
         is runnable (trio would block next), spin for a watched completion predicted within SPIN_NS
         and deliver it here.  True: that resolved ``fut``."""
-        if self.left > 0 or self._runq or not self._watched:
+        if self.left > 0 or self._runq:
             return False
         try:
             spin_before_blocking(self._watched, SPIN_NS)
@@ -414,11 +412,9 @@ class Hub:
             # posted meanwhile saw a leader and only wrote the posts' eventfd: handed on below.
             if q:
                 self.drain()
+            # The reader standing by reads the fd again before trio next waits for I/O, unless a
+            # task leads again first (``_before_io_wait``).
             self.leader = None
-            if self._standby is not None:
-                # The reader reads the fd again before trio next waits for I/O, unless a task leads
-                # again first (``_before_io_wait``).
-                self._standby_due = True
             if q:
                 self._hand_drain()
 
@@ -475,7 +471,6 @@ class Hub:
         fd, self.fd = self.fd, None
         self._reader = None  # the reader ends (its task is cancelled next) and hands nothing on
         self.on_fd = False
-        self._standby_due = False
         self._hooked()
         with self._lock:
             efd, self._efd = self._efd, None
@@ -490,4 +485,4 @@ class Hub:
         if efd is not None:
             os.close(efd)
         self._watched.clear()
-        self.unwatch(None)  # the pass counter goes with the run
+        self._drop_counter()

@@ -32,7 +32,7 @@ Threads: everything runs on the main thread, in the runs it makes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -173,25 +173,27 @@ async def _late(target: Any, us: int, quick: bool) -> dict[str, Any]:
     return _figures(await measure(target, [us] * n), [us] * n)
 
 
+async def _counted(target: Any, measure: Awaitable[dict[str, Any]], per: str) -> dict[str, Any]:
+    """Await ``measure`` (its ``_all``: every wait since it began, the warm-up's too) and, on the
+    native core, add the core's counters over those waits under ``per``, each per wait."""
+    c0 = target.counters()
+    out = await measure
+    n = max(out.pop("_all", 1), 1)
+    c1 = target.counters()
+    if c0 and c1:
+        out[per] = {k: (c1[k] - c0[k]) / n for k in COUNTED if k in c0 and k in c1}
+    return out
+
+
 async def _row(kind: str, cfg: Config) -> dict[str, Any]:
     import sniffio
 
     dev, target, work = await _target(kind)
     try:
         out: dict[str, Any] = {"device": dev.name, "library": sniffio.current_async_library(), "completion": dev.facts.get("completion")}
-        c0 = target.counters()
-        out["empty"] = await _empty(dev, work, cfg.pick(3000, 200))
-        c1 = target.counters()
-        if c0 and c1:  # how one task's waits were seen, per wait (the warm-up's too)
-            n = max(out["empty"].pop("_all", 1), 1)
-            out["empty"]["per_wait"] = {k: (c1[k] - c0[k]) / n for k in COUNTED if k in c0 and k in c1}
-        out["empty"].pop("_all", None)
-        c0 = target.counters()
-        out["tasks_64"] = await _tasks(dev, work, cfg.pick(1.0, 0.2))
-        c1 = target.counters()
-        if c0 and c1:  # how the 64 tasks' completions were seen (the native core's counters), per completion
-            n = max(out["tasks_64"].pop("_all", 1), 1)
-            out["tasks_64"]["per_completion"] = {k: (c1[k] - c0[k]) / n for k in COUNTED if k in c0 and k in c1}
+        # how the waits were seen (the native core's counters): per wait of one task, per completion of 64
+        out["empty"] = await _counted(target, _empty(dev, work, cfg.pick(3000, 200)), "per_wait")
+        out["tasks_64"] = await _counted(target, _tasks(dev, work, cfg.pick(1.0, 0.2)), "per_completion")
         for us in LATE_US:
             out[f"late_{us // 1000}ms"] = await _late(target, us, cfg.quick)
         return out
