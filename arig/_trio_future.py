@@ -25,7 +25,7 @@ from typing import Any
 import trio
 
 from ._errors import ArigError
-from ._trio_hub import PENDING, SPUN, Hub
+from ._trio_hub import PENDING, Hub
 
 __all__ = ["TrioFuture", "FAST"]
 
@@ -61,7 +61,6 @@ _PENDING = PENDING
 _RESULT, _ERROR, _CANCELLED = 1, 2, 3
 # Bound once: a wait and a wake-up each call them, and an attribute lookup per call shows.
 _current_task = trio.lowlevel.current_task
-_checkpoint = trio.lowlevel.cancel_shielded_checkpoint
 _reschedule = trio.lowlevel.reschedule
 _wait_rescheduled = trio.lowlevel.wait_task_rescheduled
 _SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
@@ -204,10 +203,6 @@ class TrioFuture:
                 self._leave(task, cancels)
                 raise
             if led:
-                if led == SPUN:
-                    # Resolved by the leader's spin without parking: yield once all the same (a
-                    # task whose every wait is spun for must not keep trio from its I/O and timers).
-                    yield from _checkpoint().__await__()
                 if self._state == _RESULT:
                     return self._value
                 return self.result()

@@ -46,8 +46,10 @@ asyncio's loops do before they block (``arig._loop.spin_before_blocking``), but 
 the last task of trio's pass and none is runnable, so trio would block next: trio takes a pass's
 tasks out of its run queue before it runs them, so a trio instrument counts the pass's tasks still
 to run (``left``).  A spin that finds the completion delivers it on the leader's task, as a
-service would, and the leader then yields once (a task whose every wait is spun for must not keep
-trio from its I/O and timers): no fd is written or polled for it, where trio's own wait for I/O
+service would, and the leader then yields once, still leading (a task whose every wait is spun for
+must not keep trio from its I/O and timers, and a leader that stopped before it yielded would send
+the reader standing by back to the fd, where its next wait could neither lead nor spin): no fd is
+written or polled for it, where trio's own wait for I/O
 would cost a registration, the poll and the eventfd's read.  A spin in trio's ``before_io_wait``
 instead came too late on a GPU: the empty kernel's completion was always in before it, and its
 delivery needed a post to end trio's wait.
@@ -70,7 +72,7 @@ from . import _log
 from ._errors import describe
 from ._loop import DEFAULT_SPIN_US, spin_before_blocking
 
-__all__ = ["Hub", "guarded", "PENDING", "SPUN"]
+__all__ = ["Hub", "guarded", "PENDING"]
 
 try:
     # The run's own scheduler (its ``reschedule`` is what the public one calls, inside a frame
@@ -81,8 +83,6 @@ except ImportError:  # pragma: no cover - a trio without it: the public call
 
 #: A TrioFuture's state while it has no result (``arig._trio_future`` sets the others).
 PENDING = 0
-#: ``Hub.lead``'s result where the leader's own spin resolved its future (neither True nor False).
-SPUN = 2
 
 #: The spin before trio blocks, at most: every loop's (``arig.new_event_loop``'s default).
 SPIN_NS = DEFAULT_SPIN_US * 1000
@@ -380,12 +380,12 @@ class Hub:
     def may_lead(self) -> bool:
         return self.leader is None and not self.on_fd and self.fd is not None
 
-    def lead(self, fut: Any) -> Generator[Any, Any, int]:
+    def lead(self, fut: Any) -> Generator[Any, Any, bool]:
         """Lead while ``fut`` is pending: the caller's task waits on the hub's fd and services it;
         it stops leading (and drains once more, and wakes the reader standing by) on its way out,
-        whatever the way.  True: ``fut`` is resolved; SPUN: resolved by the leader's own spin (the
-        caller then yields once: see ``_spin``); False: the run ends (``close``) with ``fut`` still
-        pending: the caller waits for it as any waiter does."""
+        whatever the way.  True: ``fut`` is resolved (where the leader's own spin resolved it, the
+        leader yielded once since: see ``_spin``); False: the run ends (``close``) with ``fut``
+        still pending: the caller waits for it as any waiter does."""
         fd, q = self.fd, self._q
         assert fd is not None
         self.leader = _current_task()
@@ -396,7 +396,13 @@ class Hub:
                 if fut._state != PENDING:
                     return True
                 if self._watched and self._spin(fut):
-                    return SPUN
+                    # Resolved by the spin without a wait: yield once all the same (a task whose
+                    # every wait is spun for must not keep trio from its I/O and timers), still
+                    # leading, so that trio's wait for I/O meanwhile does not send the reader
+                    # standing by back to the fd (it would take a step, and the task's next wait
+                    # could not lead, nor spin).
+                    yield from _yield().__await__()
+                    return True
                 self.parked = True
                 try:
                     yield from _wait_readable(fd).__await__()

@@ -438,6 +438,61 @@ def test_a_trio_waiter_resolved_by_its_own_spin_still_yields_to_timers() -> None
     assert ticks >= 2, f"the sleeping task woke {ticks} times during the spun waits"
 
 
+class _Steps(trio.abc.Instrument):  # type: ignore[misc]
+    """Counts trio's task steps by task name."""
+
+    def __init__(self) -> None:
+        self.steps: collections.Counter[str] = collections.Counter()
+
+    def before_task_step(self, task: Any) -> None:
+        self.steps[task.name] += 1
+
+
+def test_a_trio_waiter_resolved_by_its_own_spin_leaves_the_reader_standing_by() -> None:
+    """One task's waits, each found by its leader's spin, while the port reads a device's fd (its
+    reader task stands by while a task leads).  The leader yields after each spin still leading, so
+    trio's wait for I/O meanwhile does not send the reader back to the fd: the reader takes no step,
+    and every wait is led and spun for (a reader on the fd would keep the next wait from leading)."""
+    import os
+
+    async def main() -> tuple[list[int], collections.Counter[str]]:
+        port = running_loop()
+        dev = _Device(port)
+        efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        port.add_reader(efd, lambda: os.eventfd_read(efd))
+        port._hub.watch(dev)
+        steps = _Steps()
+
+        async def backstop() -> None:  # as a device's: completes, and writes the device's fd
+            while True:
+                await trio.sleep(0.002)
+                if dev.pending:
+                    dev.complete_one()
+                    os.eventfd_write(efd, 1)
+
+        try:
+            with trio.fail_after(20):
+                async with trio.open_nursery() as n:
+                    n.start_soon(backstop)
+                    for _ in range(10):  # the first waits find the reader on the fd, then lead
+                        await dev.submit()
+                    spun = len(dev.spins)
+                    trio.lowlevel.add_instrument(steps)
+                    for _ in range(200):
+                        await dev.submit()
+                    trio.lowlevel.remove_instrument(steps)
+                    n.cancel_scope.cancel()
+        finally:
+            port._hub.unwatch(dev)
+            port.remove_reader(efd)
+            os.close(efd)
+        return dev.spins[spun:], steps.steps
+
+    spins, steps = trio.run(main)
+    assert len(spins) == 200, f"every wait was spun for: {len(spins)} spins of 200"
+    assert steps["arig-reader"] == 0, dict(steps)
+
+
 def test_a_trio_waiter_is_not_kept_from_its_result_by_a_task_that_never_blocks() -> None:
     """A task that never blocks stays runnable: trio never blocks while it is, so nothing spins, and
     the waiter gets its result when it comes (a wait until no task is runnable would keep it waiting
