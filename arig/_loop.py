@@ -16,7 +16,7 @@ The spin itself (``spin_before_blocking``) is every asyncio loop's: on the
 default loop and uvloop a device's completion runs it once a waiter parked
 and the loop ran what was ready (``arig._native.completion``).  This selector
 runs it exactly where the loop blocks, at no cost per park.  A trio run
-spins only with ``ARIG_TRIO_SPIN``, on the task that leads the run's fd just
+spins (unless ``ARIG_TRIO_SPIN=0``) only on the task that leads the run's fd just
 before it waits on it, where that task is the last of trio's pass and none is
 runnable (``arig._trio_hub``; ``LoopPort.spins_at_park`` says why no sooner).
 

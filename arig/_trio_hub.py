@@ -40,7 +40,7 @@ ready: its callback would be skipped and the wake lost (an NV device's completio
 its 20 ms backstop).  Such a callback reads what it watches itself (the device's words), as it does
 under asyncio, where the loop's one poll is the only one.
 
-The spin before trio blocks (with ``ARIG_TRIO_SPIN``, while a device's completion is watched): a
+The spin before trio blocks (unless ``ARIG_TRIO_SPIN=0``; while a device's completion is watched): a
 leader about to wait on the hub's fd spins for a completion predicted near (up to SPIN_NS), as
 asyncio's loops do before they block (``arig._loop.spin_before_blocking``), but only where it is
 the last task of trio's pass and none is runnable, so trio would block next: trio takes a pass's

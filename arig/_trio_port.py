@@ -145,7 +145,7 @@ class TrioPort(LoopPort):
             self._reader = None
 
     def spin_selector(self) -> Any:
-        # With ARIG_TRIO_SPIN, the hub's leader spins on the devices' completions before it waits
+        # Unless ARIG_TRIO_SPIN=0, the hub's leader spins on the devices' completions before it waits
         # on the fd, where trio would block next (``arig._trio_hub``); read as each device opens.
         return self._hub if _env.TRIO_SPIN else None
 

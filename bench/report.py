@@ -218,12 +218,12 @@ def _trio_section(b: dict[str, Any]) -> list[str]:
                 [_trio_row(name, r) for name, r in t["rows"].items()])
     ratios = t.get("ratio")
     if isinstance(ratios, dict) and ratios:
-        lines += _md("7c, ratios: trio's figure over asyncio's (the median of the rounds' ratios; 64 tasks: completions/s, below 1 is slower)",
+        lines += _md("7c, ratios: trio without its spin (ARIG_TRIO_SPIN=0, rows …/trio), its figure over asyncio's (the median of the rounds' ratios; 64 tasks: completions/s, below 1 is slower)",
                      ["device", "empty p50", "64 tasks /s", "1 ms late p50", "10 ms late p50"],
                      [[kind, r.get("empty_p50"), r.get("tasks_64"), r.get("late_1ms"), r.get("late_10ms")] for kind, r in ratios.items() if isinstance(r, dict)])
     spun = t.get("ratio_spin")
     if isinstance(spun, dict) and spun:
-        lines += _md("7c, ratios with trio's spin before it blocks (ARIG_TRIO_SPIN=1, rows …/trio+spin): its figure over asyncio's, the same rounds",
+        lines += _md("7c, ratios with trio's spin before it blocks (the default, rows …/trio+spin): its figure over asyncio's, the same rounds",
                      ["device", "empty p50", "64 tasks /s", "1 ms late p50", "10 ms late p50"],
                      [[kind, r.get("empty_p50"), r.get("tasks_64"), r.get("late_1ms"), r.get("late_10ms")] for kind, r in spun.items() if isinstance(r, dict)])
     for name, r in t["rows"].items():

@@ -128,8 +128,8 @@ run loop_floor 30 $(( BENCH_MIN + 10 )) python3 scripts/loop_floor.py --repeat 3
 step "one round trip under trio beside asyncio, in trio's task steps and I/O waits, one task and 64 (scripts/probe_trio_steps.py)"
 run probe_trio 25 $(( BENCH_MIN + 10 )) python3 scripts/probe_trio_steps.py --n 3000
 run probe_trio_64 25 $(( BENCH_MIN + 10 )) python3 scripts/probe_trio_steps.py --n 12800 --tasks 64
-echo "with ARIG_TRIO_SPIN=1 (the spin before trio blocks):"
-run probe_trio_spin 25 $(( BENCH_MIN + 10 )) env ARIG_TRIO_SPIN=1 python3 scripts/probe_trio_steps.py --n 3000
+echo "with ARIG_TRIO_SPIN=0 (no spin before trio blocks):"
+run probe_trio_nospin 25 $(( BENCH_MIN + 10 )) env ARIG_TRIO_SPIN=0 python3 scripts/probe_trio_steps.py --n 3000
 step "the Python fill beside the Launch and torch's busy poll: one task, 32 in a row, 64 tasks (scripts/probe_python_fill.py)"
 run probe_pyfill 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_python_fill.py --repeat 1
 step "awaiting a torch stream, step by step, and what the loop had ready when a park spin looked (scripts/probe_interop.py)"

@@ -1,6 +1,6 @@
 """The trio bench's figures are each the median round's, and its ratios the median of the rounds'
 own ratios: one run per library was at the mercy of the VM.  On a GPU each round runs trio with its
-spin before it blocks too (``ARIG_TRIO_SPIN``), against asyncio in the same rounds."""
+spin before it blocks (the default) and without (``ARIG_TRIO_SPIN=0``), against asyncio in the same rounds."""
 
 from __future__ import annotations
 
