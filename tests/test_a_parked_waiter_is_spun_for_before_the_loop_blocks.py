@@ -53,12 +53,18 @@ class _Core:
         self.sees = sees
         self.spins: list[int] = []
         self.armed = 0
+        self.pending = False
+        self.held: list[bool] = []  # hold(True) and hold(False), in order
+
+    def hold(self, on: bool) -> None:
+        self.held.append(on)
 
     def due(self) -> int:
         return self._due
 
     def loop_spin(self, ns: int) -> bool:
         self.spins.append(ns)
+        self.pending = self.sees  # what the spin saw, the next read of the lanes delivers
         return self.sees
 
     def arm(self) -> None:
@@ -96,11 +102,15 @@ def _completion(core: _Core) -> Any:
     c._owner = _Owner()
     c._port = _Port()
     c.delivered = 0
+    c.progress = False  # a lane moved that no spin saw: the next read of the lanes finds it
 
     def deliver() -> bool:
-        c.delivered += 1
-        c._missed_due = -1  # progress, as the real deliver notes it
-        return True
+        found = c.progress or (c.core is not None and c.core.pending)
+        if found:
+            c.core.pending = c.progress = False
+            c.delivered += 1
+            c._missed_due = -1  # progress, as the real deliver notes it
+        return found
 
     c.deliver = deliver
     c.stats_why = lambda: (c._park_ready, c._park_done, c._park_far)
@@ -170,6 +180,7 @@ def test_an_end_spun_for_in_vain_is_not_spun_for_again_until_progress() -> None:
         c._on_park()
         c._port.queued.pop()()
     assert len(core.spins) == 1 and c.delivered == 0, "one spin for that end"
+    c.progress = True
     c.deliver()  # progress
     c._on_park()
     c._port.queued.pop()()
@@ -193,6 +204,78 @@ def test_a_missed_spin_in_the_predicted_window_is_not_spun_again_at_the_park() -
     c._on_park()
     c._port.queued.pop()()
     assert len(core.spins) == 1, "the park spin does not spin for it again"
+
+
+def test_the_core_is_held_from_the_park_until_the_spin_or_its_look_reads_the_lanes() -> None:
+    """A hold per queued spin; a spin that ran re-armed the core itself (``loop_spin``, ``arm``),
+    and every other way out releases the hold and reads the lanes (``park_looks`` where that found
+    progress)."""
+    hit = _completion(_Core(5_000, sees=True))
+    for _ in range(3):
+        hit._on_park()
+    assert hit.core.held == [True], "held once, as the spin is queued once"
+    hit._port.queued.pop()()
+    assert hit.core.held == [True] and hit.core.armed == 1, "the spin's hit re-armed the core"
+
+    missed = _completion(_Core(5_000, sees=False))
+    missed._on_park()
+    missed._port.queued.pop()()
+    assert missed.core.held == [True] and missed.delivered == 0, "the core's loop_spin re-arms and reads after a miss"
+
+    for why in ("ready", "done", "far"):
+        c = _completion(_Core(1_000_000 if why == "far" else 5_000, sees=True))
+        c._port.others = why == "ready"
+        c._owner.timeline.waiting = why != "done"
+        c._on_park()
+        c.progress = True  # a completion came while held
+        c._port.queued.pop()()
+        assert c.core.held == [True, False] and c.delivered == 1, why
+        assert c._park_looks == 1, why
+
+    closed = _completion(_Core(5_000, sees=True))
+    closed.core = None
+    closed._on_park()
+    assert closed._port.queued == [], "no core: nothing queued, nothing held"
+
+
+def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_at_release() -> None:
+    """Over FakeCuda's native core: with the hold, work that completes writes nothing to the
+    device's eventfd, and releasing the hold then reading the lanes delivers it; without the hold
+    the same work writes the eventfd."""
+    import select
+
+    async def main(fake: FakeCuda) -> list[tuple[bool, int]]:
+        out = []
+        async with await arig.open(arig.cuda.gpu(0), stop_timeout=10) as dev:
+            img = await dev.load(fake.image(empty=(_store, ())))
+            launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
+            c = dev._backend.completion
+            for held in (True, False):
+                await dev.wait(await dev.submit(launch))  # the loop armed, nothing in flight
+                writes = c.stats()["eventfd_writes"]
+                c.core.hold(held)
+                v = await dev.submit(launch)
+                t_end = time.monotonic() + 10
+                # The loop thread stays here (blocking, as no loop should: a test's look) until the
+                # fake GPU wrote the value and the native thread saw it.
+                while max(max(w.value if w is not None else 0, h.value) for _, w, h, _, _ in c._lanes) < v and time.monotonic() < t_end:
+                    time.sleep(0.001)
+                time.sleep(0.05)  # the native thread's look at the words, and its write if armed
+                readable = bool(select.select([c._efd], [], [], 0)[0])
+                out.append((readable, c.stats()["eventfd_writes"] - writes))
+                if held:
+                    c.core.hold(False)
+                    assert c.deliver() and dev.reached >= v, "released, the read delivers it"
+                await dev.wait(v)
+        return out
+
+    fake = FakeCuda()
+    with fake.installed():
+        if arig._native.library() is None:
+            pytest.skip("the native core is not in use here")
+        out = asyncio.run(main(fake))
+    assert out[0] == (False, 0), f"held: no eventfd write ({out[0]})"
+    assert out[1][0] and out[1][1] >= 1, f"not held: the completion wrote the eventfd ({out[1]})"
 
 
 def test_asyncios_port_says_whether_other_callbacks_are_ready() -> None:

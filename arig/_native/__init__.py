@@ -9,7 +9,7 @@ says which is active and why.
 
 Which thread may call what (see ``core.h`` and ``core_api.c`` for the C side):
 
-* the event loop: ``Core.push``, ``pending``, ``want_space``, ``arm``,
+* the event loop: ``Core.push``, ``pending``, ``want_space``, ``arm``, ``hold``,
   ``reached``, ``fault``, ``due``, and ``loop_spin``; these go through
   ``ctypes.PyDLL``, which keeps the GIL: each takes well under a
   microsecond, and releasing the GIL for it would let another thread take
@@ -205,6 +205,7 @@ def _bind(path: str) -> tuple[ctypes.PyDLL, ctypes.CDLL]:
         "arig_core_addr": (P, (P, c_int, c_int)),
         "arig_core_want_space": (None, (P,)),
         "arig_core_arm": (None, (P,)),
+        "arig_core_hold": (None, (P, c_int)),
         "arig_core_fault": (c_int32, (P, POINTER(c_uint32), POINTER(c_uint64))),
         "arig_core_due": (c_uint64, (P,)),
         "arig_core_loop_spin": (c_int, (P, P, c_int64)),
@@ -348,7 +349,7 @@ class Core:
         self.hwords = [c_uint64.from_address(addr(ptr, 2, q)) for q in range(n)]
         self.times = [c_uint64.from_address(addr(ptr, 3, q)) for q in range(n)]
         self.time_values = [c_uint64.from_address(addr(ptr, 4, q)) for q in range(n)]
-        self._arm, self._due = f.arig_core_arm, f.arig_core_due
+        self._arm, self._due, self.hold_fn = f.arig_core_arm, f.arig_core_due, f.arig_core_hold
         self.started = False
 
     def cuda_stamps(self, fn: int, pairs: int, pairs_dev: int, cal: int, cal_dev: int) -> bool:
@@ -404,6 +405,11 @@ class Core:
 
     def arm(self) -> None:
         self._arm(self.ptr)
+
+    def hold(self, on: bool) -> None:
+        """Hold the eventfd writes while the loop is awake and reads the lanes before it can block
+        next (True), or release them: re-arm with a full barrier, then read the lanes (False)."""
+        self.hold_fn(self.ptr, int(on))
 
     def fault(self) -> tuple[int, int, int] | None:
         """(CUresult, lane, value) of the failure the native thread saw, or None."""

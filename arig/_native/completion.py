@@ -87,6 +87,7 @@ class NativeCompletion:
     # Park spins that did not spin, by why: the loop had more ready (or, uvloop, more tasks wait),
     # the wait was over already, or nothing was due within the spin (far, or missed already).
     _park_ready = _park_done = _park_far = 0
+    _park_looks = 0  # park spins that did not spin but found progress in their look (made while held)
     _due_asked = 0
     _missed_due = -1
     _park_queued = False  # a park spin is queued on the loop (PARK_SPIN_NS)
@@ -315,16 +316,24 @@ class NativeCompletion:
 
     def _on_park(self) -> None:
         """A waiter parks (loop thread, ``Timeline.wait``): queue the park spin (PARK_SPIN_NS) behind
-        what the loop has ready now, once."""
-        if not self._park_queued and self._port is not None:
-            self._park_queued = True
+        what the loop has ready now, once.  Until it runs, the core writes no eventfd (``hold``):
+        the loop is awake and reads the lanes there before it can block, so a completion that
+        comes meanwhile (short work, a marker: often before the loop has run what was ready) costs
+        no eventfd write, poll and read, and is not queued behind the spin as the eventfd's
+        callback (which kept the spin from spinning: more was ready)."""
+        core = self.core
+        if not self._park_queued and self._port is not None and core is not None:
             self._port.soon(self._park_spin)
+            self._park_queued = True
+            core.hold(True)
 
     def _park_spin(self) -> None:
         """The loop ran what was ready when a waiter parked: unless more is ready, spin before it
-        blocks (PARK_SPIN_NS).  Never raises."""
+        blocks (PARK_SPIN_NS); where it does not spin, release the hold and read the lanes.
+        Never raises."""
         self._park_queued = False
-        if self.core is None:
+        core = self.core
+        if core is None:
             return
         others = self._port.others_ready()
         if others or (others is None and self._owner.timeline.waiters > 1):
@@ -332,9 +341,15 @@ class NativeCompletion:
             # that does not say (uvloop), and more tasks wait: some may be ready behind the spin.
             self._park_ready += 1
         elif not self._owner.timeline.waiting:
-            self._park_done += 1  # delivered already (the eventfd's wake-up came first)
-        elif spin_before_blocking([self], PARK_SPIN_NS) == 0:
+            self._park_done += 1  # delivered already
+        else:
+            spun = spin_before_blocking([self], PARK_SPIN_NS)
+            if spun:
+                return  # the spin re-armed the core (a hit: through deliver_spun) and read the lanes after
             self._park_far += 1
+        core.hold(False)  # re-armed with a full barrier: what comes after this is written to the eventfd
+        if self.deliver():
+            self._park_looks += 1
 
     def deliver_spun(self) -> None:
         if self.core is not None:
@@ -389,12 +404,13 @@ class NativeCompletion:
         in all: ``loop_far_ns``), spins in the window and those that saw the completion, and spins
         before the loop blocks and those that saw progress (``idle_spins``, ``idle_spin_hits``), and
         the park spins that did not spin, by why: more was ready (``park_ready``), the wait was over
-        (``park_done``), nothing was due within the spin (``park_far``)."""
+        (``park_done``), nothing was due within the spin (``park_far``), and those that found progress
+        in the look that released the core's hold (``park_looks``)."""
         out = self.core.stats() if self.core is not None else {}
         out.update(loop_woke_empty=self._woke_empty, loop_woke_far=self._woke_far, loop_far_ns=self._far_ns,
                    loop_spins=self._loop_spins, loop_spin_hits=self._loop_spin_hits, loop_lead_ns=self._lead_told,
                    idle_spins=self._idle_spins, idle_spin_hits=self._idle_spin_hits,
-                   park_ready=self._park_ready, park_done=self._park_done, park_far=self._park_far)
+                   park_ready=self._park_ready, park_done=self._park_done, park_far=self._park_far, park_looks=self._park_looks)
         return out
 
     def close(self, idle: bool) -> None:

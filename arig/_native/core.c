@@ -5,7 +5,7 @@
  * through the core's lane_ops (core.h): lanes_cuda.c for libcuda streams, lanes_nv.c for NV channels.
  *
  * Who calls what:
- *   - the event-loop thread: arig_core_push, arig_core_arm, arig_core_want_space,
+ *   - the event-loop thread: arig_core_push, arig_core_arm, arig_core_hold, arig_core_want_space,
  *     arig_core_addr, arig_core_fault, arig_core_due, arig_core_gpu_time, arig_core_loop_spin
  *     (all non-blocking but the last, which spins for a bounded time);
  *   - the Python submit thread (Python fills, open and close):

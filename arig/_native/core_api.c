@@ -180,6 +180,20 @@ int arig_core_loop_spin(core_t *c, const uint64_t *seen, int64_t ns) {
     return 0;
 }
 
+/* Loop thread: hold (1) the eventfd writes while the loop is awake and reads the lanes before it
+ * can next block (a look it queued behind what it has ready), or release them (0): re-arm with a
+ * full barrier, then the caller reads the lanes, as after a wake-up.  A completion that comes
+ * while they are held is found by that read, without a write, a poll and a read of the eventfd.
+ * Unlike arig_core_arm, never taken for a wake-up (t_armed: the pre-wakes' learning). */
+void arig_core_hold(core_t *c, int hold) {
+    if (hold) {
+        atomic_store(&c->armed, 0);
+        return;
+    }
+    atomic_exchange(&c->armed, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+}
+
 /* Has the native thread opened the gate to the Python fill of value v (it opens it for every fill
  * next in its ring at once: values up to py_at)?  1: yes; -1: lost or stopping (it skips it); 0: not yet. */
 static int py_gate(core_t *c, uint64_t v) {
