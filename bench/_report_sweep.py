@@ -75,7 +75,7 @@ def _never_seen_rows(ns: dict[str, Any], rows: dict[str, Any]) -> list[list[Any]
 def _counters(c: dict[str, Any] | None) -> str:
     if not c:
         return "–"
-    keys = ("spin_hits", "spin_misses", "mode_turns", "close_watches", "nudges", "early", "prewakes", "prewakes_again", "idle_spins", "idle_spin_hits", "park_ready", "park_done", "park_far",
+    keys = ("spin_hits", "spin_misses", "mode_turns", "close_watches", "nudges", "early", "prewakes", "prewakes_again", "idle_spins", "idle_spin_hits", "park_ready", "park_done", "park_far", "park_looks",
             "eventfd_writes", "futex_wakes", "host_functions")
     return ", ".join(f"{k} {c[k]:,}" for k in keys if k in c)
 

@@ -108,7 +108,7 @@ async def _method(method: str, cfg: Config, torch: Any) -> dict[str, Any]:
 
 #: The native core's counters reported per wait of the one-task block (how each completion was
 #: seen: by the core's spin, after a host function, after an eventfd write to a sleeping loop).
-COUNTED = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "prewakes", "queries", "idle_spins", "idle_spin_hits", "park_ready", "park_done", "park_far")
+COUNTED = ("eventfd_writes", "host_functions", "futex_wakes", "spin_hits", "spin_misses", "early", "prewakes", "queries", "idle_spins", "idle_spin_hits", "park_ready", "park_done", "park_far", "park_looks")
 
 
 def _counters(dev: Any) -> dict[str, int] | None:
