@@ -139,10 +139,9 @@ class LoopPort:
     def spin_selector(self) -> Any:
         """What spins on a device's completions before the loop blocks (``watch``/``unwatch`` a
         device's completion): the low-latency loop's selector (``arig.new_event_loop``); a trio
-        run's hub (unless ``ARIG_TRIO_SPIN=0``) (its leader spins before it waits on the run's fd, where
-        it is the last task of trio's pass); None where the
-        loop does not (a device then spins once its waiter parks, where ``spins_at_park``:
-        ``soon`` and ``others_ready``)."""
+        run's hub, whose leader spins before it waits on the run's fd where it is the last task of
+        trio's pass (unless ``ARIG_TRIO_SPIN=0``); None where the loop does not (a device then
+        spins once its waiter parks, where ``spins_at_park``: ``soon`` and ``others_ready``)."""
         return None
 
     #: Does a device spin on its completions once a waiter parked and the loop ran what was ready

@@ -8,9 +8,11 @@ queued behind what the loop has ready then (one per pass, however many park); wh
 nothing else is ready (``LoopPort.others_ready``; where the loop does not say, as uvloop, only for
 a lone waiter), it spins up to ``PARK_SPIN_NS`` for a completion predicted within that (or none
 predicted yet: just submitted), and delivers.  A predicted end spun for in vain is not spun for
-again until some progress.
+again until some progress.  From the park until that spin (or the look that ends it where it
+does not spin) reads the lanes, the core writes no eventfd (``Core.hold``): a completion that
+comes meanwhile is read there.
 
-A trio run gets no spin at the park (``LoopPort.spins_at_park``).  With ``ARIG_TRIO_SPIN`` the
+A trio run gets no spin at the park (``LoopPort.spins_at_park``).  Unless ``ARIG_TRIO_SPIN=0``, the
 waiter that leads the run's fd spins before it waits on it, where it is the last task of trio's
 pass and none is runnable (a trio instrument counts the pass's tasks still to run), and yields once
 after a spin that resolved it.  A spin on every leader (tried before) kept the rest of its pass
