@@ -242,11 +242,14 @@ def test_the_core_is_held_from_the_park_until_the_spin_or_its_look_reads_the_lan
 
 def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_at_release() -> None:
     """Over FakeCuda's native core: with the hold, work that completes writes nothing to the
-    device's eventfd, and releasing the hold then reading the lanes delivers it; without the hold
-    the same work writes the eventfd."""
-    import select
+    device's eventfd for its completion, and releasing the hold then reading the lanes delivers it;
+    without the hold the same work writes the eventfd.  (The core's pre-wakes and nudges wake the
+    loop ahead of a predicted end whatever the hold: not counted.)"""
 
-    async def main(fake: FakeCuda) -> list[tuple[bool, int]]:
+    def kicks(st: dict[str, int]) -> int:
+        return st["eventfd_writes"] - st["prewakes"] - st["nudges"]
+
+    async def main(fake: FakeCuda) -> list[tuple[int, int]]:
         out = []
         async with await arig.open(arig.cuda.gpu(0), stop_timeout=10) as dev:
             img = await dev.load(fake.image(empty=(_store, ())))
@@ -254,7 +257,9 @@ def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_
             c = dev._backend.completion
             for held in (True, False):
                 await dev.wait(await dev.submit(launch))  # the loop armed, nothing in flight
-                writes = c.stats()["eventfd_writes"]
+                # The native thread counts a write after it made it: let the last wait's settle.
+                await asyncio.sleep(0.05)
+                st0 = c.stats()
                 c.core.hold(held)
                 v = await dev.submit(launch)
                 t_end = time.monotonic() + 10
@@ -263,8 +268,8 @@ def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_
                 while max(max(w.value if w is not None else 0, h.value) for _, w, h, _, _ in c._lanes) < v and time.monotonic() < t_end:
                     time.sleep(0.001)
                 time.sleep(0.05)  # the native thread's look at the words, and its write if armed
-                readable = bool(select.select([c._efd], [], [], 0)[0])
-                out.append((readable, c.stats()["eventfd_writes"] - writes))
+                st1 = c.stats()
+                out.append((kicks(st1) - kicks(st0), st1["eventfd_writes"] - st0["eventfd_writes"]))
                 if held:
                     c.core.hold(False)
                     assert c.deliver() and dev.reached >= v, "released, the read delivers it"
@@ -276,8 +281,8 @@ def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_
         if arig._native.library() is None:
             pytest.skip("the native core is not in use here")
         out = asyncio.run(main(fake))
-    assert out[0] == (False, 0), f"held: no eventfd write ({out[0]})"
-    assert out[1][0] and out[1][1] >= 1, f"not held: the completion wrote the eventfd ({out[1]})"
+    assert out[0][0] == 0, f"held: no eventfd write for the completion ({out[0]})"
+    assert out[1][1] >= 1, f"not held: the eventfd was written ({out[1]})"
 
 
 def test_asyncios_port_says_whether_other_callbacks_are_ready() -> None:
