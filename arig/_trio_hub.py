@@ -49,8 +49,8 @@ to run (``left``).  A spin that finds the completion delivers it on the leader's
 service would, and the leader then yields once, still leading (a task whose every wait is spun for
 must not keep trio from its I/O and timers, and a leader that stopped before it yielded would send
 the reader standing by back to the fd, where its next wait could neither lead nor spin): no fd is
-written or polled for it, where trio's own wait for I/O
-would cost a registration, the poll and the eventfd's read.  A spin in trio's ``before_io_wait``
+written or polled for it, where trio's own wait for I/O would cost a registration, the poll and
+the eventfd's read.  A spin in trio's ``before_io_wait``
 instead came too late on a GPU: the empty kernel's completion was always in before it, and its
 delivery needed a post to end trio's wait.
 

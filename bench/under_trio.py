@@ -21,12 +21,11 @@ the median empty p50, of the median 64-task rate, of the median 1 ms and 10 ms l
 ``ratio``: trio's figure over asyncio's for each device, the median of the rounds' ratios (each
 round's runs are next to each other in time).
 
-On the GPUs each round runs trio twice, without (``ARIG_TRIO_SPIN=0``, row ``<kind>/trio``) and with
-its spin before it blocks (the default: where trio
-is about to wait for I/O with no task runnable, a spin for a completion due near), row
-``<kind>/trio+spin``, and ``ratio_spin`` is its figure over asyncio's: what that
-spin earns is read off one run.  The host device runs on the pure engine, which has no
-such spin.
+On the GPUs each round runs trio twice: without its spin before it blocks (``ARIG_TRIO_SPIN=0``,
+row ``<kind>/trio``) and with it (the default: where trio is about to wait for I/O with no task
+runnable, a spin for a completion due near; row ``<kind>/trio+spin``).  ``ratio_spin`` is the
+latter's figure over asyncio's: what that spin earns is read off one run.  The host device runs on
+the pure engine, which has no such spin.
 Threads: everything runs on the main thread, in the runs it makes.
 """
 
