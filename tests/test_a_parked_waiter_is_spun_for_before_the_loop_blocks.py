@@ -255,6 +255,7 @@ def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_
             img = await dev.load(fake.image(empty=(_store, ())))
             launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
             c = dev._backend.completion
+            c._hold_at_put = False  # the core's hold alone, set here, not the one each submission takes
             for held in (True, False):
                 await dev.wait(await dev.submit(launch))  # the loop armed, nothing in flight
                 # The native thread counts a write after it made it: let the last wait's settle.
@@ -283,6 +284,40 @@ def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_
         out = asyncio.run(main(fake))
     assert out[0][0] == 0, f"held: no eventfd write for the completion ({out[0]})"
     assert out[1][1] >= 1, f"not held: the eventfd was written ({out[1]})"
+
+
+def test_a_submission_holds_the_core_until_the_loop_reads_the_lanes() -> None:
+    """On asyncio's default loop, over FakeCuda's native core: work submitted and done before its
+    waiter parks (here: before the loop runs anything more) writes no eventfd; the park spin that
+    the submission queued delivers it."""
+
+    def kicks(st: dict[str, int]) -> int:  # the pre-wakes' and nudges' writes wake the loop whatever the hold
+        return st["eventfd_writes"] - st["prewakes"] - st["nudges"]
+
+    async def main(fake: FakeCuda) -> tuple[int, bool]:
+        async with await arig.open(arig.cuda.gpu(0), stop_timeout=10) as dev:
+            img = await dev.load(fake.image(empty=(_store, ())))
+            launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
+            c = dev._backend.completion
+            await dev.wait(await dev.submit(launch))
+            await asyncio.sleep(0.05)  # that wait's writes settle (the native thread counts one after it made it)
+            st0 = c.stats()
+            v = await dev.submit(launch)
+            t_end = time.monotonic() + 10
+            while max(max(w.value if w is not None else 0, h.value) for _, w, h, _, _ in c._lanes) < v and time.monotonic() < t_end:
+                time.sleep(0.001)  # the loop thread stays here (a test's look) until the fake GPU wrote it
+            time.sleep(0.05)  # the native thread's look, and its write if the core were armed
+            told = kicks(c.stats()) - kicks(st0)
+            await asyncio.sleep(0)  # the park spin runs
+            return told, dev.reached >= v
+
+    fake = FakeCuda()
+    with fake.installed():
+        if arig._native.library() is None:
+            pytest.skip("the native core is not in use here")
+        told, reached = asyncio.run(main(fake))
+    assert told == 0, "held from the submission: no eventfd write for the completion"
+    assert reached, "the park spin the submission queued delivered it"
 
 
 def test_asyncios_port_says_whether_other_callbacks_are_ready() -> None:

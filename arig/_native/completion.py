@@ -91,6 +91,7 @@ class NativeCompletion:
     _due_asked = 0
     _missed_due = -1
     _park_queued = False  # a park spin is queued on the loop (PARK_SPIN_NS)
+    _hold_at_put = False  # a submission queues it too (the loop spins at the park: asyncio's loops)
 
     def _start(self, owner: Any, n: int, memops: bool, make: Any, join: bool) -> None:
         """Make and start the core (``make(eventfd)``); ``join``: its last lane is the join lane."""
@@ -145,6 +146,7 @@ class NativeCompletion:
             self._selector.watch(self)
         elif port.spins_at_park:
             self._owner.timeline.on_park = self._on_park  # the loop spins not by itself: spin once a waiter parks
+            self._hold_at_put = True  # ... and holds the core from each submission on (put)
 
     def add_join_lane(self) -> None:
         """Loop thread: deliver the join lane's progress too (its timeline lane exists now)."""
@@ -186,6 +188,10 @@ class NativeCompletion:
         if rc:  # the ring is full: full() bounds submissions below its size
             raise RuntimeError("arig: the native ring overflowed")
         self._pushed += 1
+        if self._hold_at_put and not self._park_queued:
+            # A submission's waiter usually parks in the same task step; short work (a marker)
+            # can complete before it does: queue the park spin, and so hold the core, now.
+            self._on_park()
 
     def on_wake(self) -> None:
         """The eventfd is readable: re-arm, then read every lane and resolve in one batch."""
@@ -315,8 +321,8 @@ class NativeCompletion:
         return False
 
     def _on_park(self) -> None:
-        """A waiter parks (loop thread, ``Timeline.wait``): queue the park spin (PARK_SPIN_NS) behind
-        what the loop has ready now, once.  Until it runs, the core writes no eventfd (``hold``):
+        """A waiter parks (loop thread, ``Timeline.wait``), or work is submitted (``put``): queue the
+        park spin (PARK_SPIN_NS) behind what the loop has ready now, once.  Until it runs, the core writes no eventfd (``hold``):
         the loop is awake and reads the lanes there before it can block, so a completion that
         comes meanwhile (short work, a marker: often before the loop has run what was ready) costs
         no eventfd write, poll and read, and is not queued behind the spin as the eventfd's
@@ -362,6 +368,7 @@ class NativeCompletion:
             self._selector = None
         if self._owner.timeline.on_park == self._on_park:
             self._owner.timeline.on_park = None
+        self._hold_at_put = False
         if self._reader:
             self._port.remove_reader(self._efd)
             self._reader = False
