@@ -42,10 +42,18 @@ class Spinnable(Protocol):
     def spin_due(self, now_ns: int, window_ns: int) -> bool: ...
     def spin(self, ns: int) -> bool: ...
     def deliver_spun(self) -> None: ...
+    def look(self, blocking: bool) -> bool: ...
 
 
 class SpinSelector(selectors.EpollSelector if hasattr(selectors, "EpollSelector") else selectors.DefaultSelector):  # type: ignore[misc]
-    """A selector that spins on registered completions before it blocks."""
+    """A selector that spins on registered completions before it blocks.
+
+    It also reads them at every select (``look``): a completion holds its eventfd writes from a
+    park or a submission until then, so that what completes while the loop is awake is read
+    there, not through the eventfd's write, poll and read."""
+
+    #: Its select looks at every watched completion (``Spinnable.look``).
+    looks = True
 
     def __init__(self, spin_us: int) -> None:
         super().__init__()
@@ -62,7 +70,11 @@ class SpinSelector(selectors.EpollSelector if hasattr(selectors, "EpollSelector"
             self._watched.remove(c)
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if (timeout is None or timeout > 0) and self._watched:
+        blocking = timeout is None or timeout > 0
+        for c in self._watched:
+            if c.look(blocking) and blocking:
+                timeout, blocking = 0, False  # it resolved futures: their tasks are ready now
+        if blocking and self._watched:
             spun = spin_before_blocking(self._watched, self.spin_ns)
             if spun:
                 self.spins += 1

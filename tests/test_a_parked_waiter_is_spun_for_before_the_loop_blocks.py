@@ -255,7 +255,7 @@ def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_
             img = await dev.load(fake.image(empty=(_store, ())))
             launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
             c = dev._backend.completion
-            c._hold_at_put = False  # the core's hold alone, set here, not the one each submission takes
+            c._at_put = None  # the core's hold alone, set here, not the one each submission takes
             for held in (True, False):
                 await dev.wait(await dev.submit(launch))  # the loop armed, nothing in flight
                 # The native thread counts a write after it made it: let the last wait's settle.
@@ -320,6 +320,82 @@ def test_a_submission_holds_the_core_until_the_loop_reads_the_lanes() -> None:
     assert reached, "the park spin the submission queued delivered it"
 
 
+class _Looked:
+    """A watched completion that records the selector's looks (True: where it would block)."""
+
+    def __init__(self, delivers: bool) -> None:
+        self.calls: list[bool] = []
+        self.delivers = delivers
+
+    def look(self, blocking: bool) -> bool:
+        self.calls.append(blocking)
+        return self.delivers
+
+    def spin_due(self, now_ns: int, window_ns: int) -> bool:
+        return False
+
+    def spin(self, ns: int) -> bool:
+        return False
+
+    def deliver_spun(self) -> None:
+        pass
+
+
+def test_arigs_own_selector_looks_at_every_select_and_does_not_block_after_a_delivery(monkeypatch: pytest.MonkeyPatch) -> None:
+    import selectors
+
+    timeouts: list[float | None] = []
+    monkeypatch.setattr(selectors.EpollSelector, "select", lambda self, timeout=None: timeouts.append(timeout) or [])
+    sel = arig._loop.SpinSelector(30)
+    try:
+        idle = _Looked(delivers=False)
+        sel.watch(idle)
+        sel.select(0)
+        sel.select(0.5)
+        assert idle.calls == [False, True], "a look at each select; released where the loop would block"
+        assert timeouts == [0, 0.5]
+        sel.watch(_Looked(delivers=True))
+        sel.select(0.5)
+        assert timeouts[-1] == 0, "a look that delivered: its tasks are ready, the select does not block"
+    finally:
+        sel.close()
+
+
+def test_on_arigs_own_loop_a_submission_holds_the_core_until_the_next_select() -> None:
+    """Over FakeCuda's native core on ``arig.new_event_loop``: work submitted and done while the
+    loop is busy writes no eventfd for its completion; the next select's look delivers it."""
+
+    def kicks(st: dict[str, int]) -> int:  # the pre-wakes' and nudges' writes wake the loop whatever the hold
+        return st["eventfd_writes"] - st["prewakes"] - st["nudges"]
+
+    async def main(fake: FakeCuda) -> tuple[int, bool, bool]:
+        async with await arig.open(arig.cuda.gpu(0), stop_timeout=10) as dev:
+            img = await dev.load(fake.image(empty=(_store, ())))
+            launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
+            c = dev._backend.completion
+            await dev.wait(await dev.submit(launch))
+            await asyncio.sleep(0.05)  # that wait's writes settle (the native thread counts one after it made it)
+            st0 = c.stats()
+            v = await dev.submit(launch)
+            t_end = time.monotonic() + 10
+            while max(max(w.value if w is not None else 0, h.value) for _, w, h, _, _ in c._lanes) < v and time.monotonic() < t_end:
+                time.sleep(0.001)  # the loop thread stays here (a test's look) until the fake GPU wrote it
+            time.sleep(0.05)  # the native thread's look, and its write if the core were armed
+            told = kicks(c.stats()) - kicks(st0)
+            before = dev.reached >= v
+            await asyncio.sleep(0)  # the next pass: its select looks
+            return told, before, dev.reached >= v
+
+    fake = FakeCuda()
+    with fake.installed():
+        if arig._native.library() is None:
+            pytest.skip("the native core is not in use here")
+        with asyncio.Runner(loop_factory=arig.new_event_loop) as runner:
+            told, before, after = runner.run(main(fake))
+    assert told == 0, "held from the submission: no eventfd write for the completion"
+    assert not before and after, "the next select's look delivered it"
+
+
 def test_asyncios_port_says_whether_other_callbacks_are_ready() -> None:
     async def main() -> None:
         port = AsyncioPort(asyncio.get_running_loop())
@@ -351,7 +427,8 @@ async def _round_trips(fake: FakeCuda, n: int) -> dict[str, Any]:
         await dev.upload(buf, np.arange(4, dtype=np.uint8))
         await dev.download(buf, out)
         assert out.tolist() == [0, 1, 2, 3]
-        return dict(dev._backend.completion.stats(), on_park=dev._backend.timeline.on_park is not None)
+        hook = dev._backend.timeline.on_park  # the park spin's queueing, the hold until a select's look, or None
+        return dict(dev._backend.completion.stats(), on_park=getattr(hook, "__name__", "") == "_on_park", hook=getattr(hook, "__name__", None))
     finally:
         await dev.stop()
 
@@ -374,6 +451,7 @@ def test_arigs_own_loop_spins_in_its_selector_not_at_the_park() -> None:
         with asyncio.Runner(loop_factory=arig.new_event_loop) as runner:
             stats = runner.run(_round_trips(fake, 20))
     assert not stats["on_park"], "no park spin where the selector spins"
+    assert stats["hook"] == "_hold_until_look", "a park holds the core until the selector's next look"
 
 
 @pytest.mark.parametrize("switch", [False, True])

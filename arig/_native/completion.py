@@ -91,7 +91,11 @@ class NativeCompletion:
     _due_asked = 0
     _missed_due = -1
     _park_queued = False  # a park spin is queued on the loop (PARK_SPIN_NS)
-    _hold_at_put = False  # a submission queues it too (the loop spins at the park: asyncio's loops)
+    #: What a submission (``put``) calls, as a waiter's park does: the park spin's queueing
+    #: (asyncio's default loop and uvloop) or the hold until the selector's next look
+    #: (``arig.new_event_loop``); None: nothing (trio).
+    _at_put: Any = None
+    _held = False  # held until the selector's next look (look)
 
     def _start(self, owner: Any, n: int, memops: bool, make: Any, join: bool) -> None:
         """Make and start the core (``make(eventfd)``); ``join``: its last lane is the join lane."""
@@ -144,9 +148,11 @@ class NativeCompletion:
         self._selector = port.spin_selector()
         if self._selector is not None:
             self._selector.watch(self)
+            if getattr(self._selector, "looks", False):  # it reads the lanes at every select (look)
+                self._owner.timeline.on_park = self._at_put = self._hold_until_look
         elif port.spins_at_park:
             self._owner.timeline.on_park = self._on_park  # the loop spins not by itself: spin once a waiter parks
-            self._hold_at_put = True  # ... and holds the core from each submission on (put)
+            self._at_put = self._on_park  # ... and holds the core from each submission on (put)
 
     def add_join_lane(self) -> None:
         """Loop thread: deliver the join lane's progress too (its timeline lane exists now)."""
@@ -188,10 +194,11 @@ class NativeCompletion:
         if rc:  # the ring is full: full() bounds submissions below its size
             raise RuntimeError("arig: the native ring overflowed")
         self._pushed += 1
-        if self._hold_at_put and not self._park_queued:
+        hook = self._at_put
+        if hook is not None:
             # A submission's waiter usually parks in the same task step; short work (a marker)
-            # can complete before it does: queue the park spin, and so hold the core, now.
-            self._on_park()
+            # can complete before it does: hold the core (and queue the park spin) now.
+            hook()
 
     def on_wake(self) -> None:
         """The eventfd is readable: re-arm, then read every lane and resolve in one batch."""
@@ -201,6 +208,7 @@ class NativeCompletion:
         except (BlockingIOError, OSError):
             pass
         if self.core is not None:
+            self._held = False
             self._arm(self._ptr)
             if not self.deliver() and self._owner.timeline.waiting:
                 self._spin_window()
@@ -313,6 +321,7 @@ class NativeCompletion:
     def spin(self, ns: int) -> bool:
         if self.core is None:
             return False
+        self._held = False  # the core's loop_spin re-arms it (or deliver_spun does, after a hit)
         self._idle_spins += 1
         if self.core.loop_spin(ns):
             self._idle_spin_hits += 1
@@ -357,6 +366,29 @@ class NativeCompletion:
         if self.deliver():
             self._park_looks += 1
 
+    def _hold_until_look(self) -> None:
+        """A waiter parks or work is submitted, on a loop whose selector reads the lanes at every
+        select (``look``): hold the core's eventfd writes until the select where the loop would
+        block, as the park spin's queueing does on the other asyncio loops."""
+        core = self.core
+        if not self._held and core is not None:
+            self._held = True
+            core.hold(True)
+
+    def look(self, blocking: bool) -> bool:
+        """The selector's select (loop thread): while the core is held, read the lanes; where the
+        loop would block (``blocking``), release the hold first (a re-arm with a full barrier:
+        what comes after it is written to the eventfd).  True: progress delivered."""
+        if not self._held:
+            return False
+        core = self.core
+        if core is None or blocking:
+            self._held = False
+            if core is None:
+                return False
+            core.hold(False)
+        return self.deliver()
+
     def deliver_spun(self) -> None:
         if self.core is not None:
             self.core.arm()  # the spin left the loop disarmed
@@ -366,9 +398,9 @@ class NativeCompletion:
         if self._selector is not None:
             self._selector.unwatch(self)
             self._selector = None
-        if self._owner.timeline.on_park == self._on_park:
+        if self._owner.timeline.on_park in (self._on_park, self._hold_until_look):
             self._owner.timeline.on_park = None
-        self._hold_at_put = False
+        self._at_put = None
         if self._reader:
             self._port.remove_reader(self._efd)
             self._reader = False
