@@ -240,14 +240,16 @@ def test_the_core_is_held_from_the_park_until_the_spin_or_its_look_reads_the_lan
     assert closed._port.queued == [], "no core: nothing queued, nothing held"
 
 
+def _kicks(st: dict[str, int]) -> int:
+    """eventfd writes but the pre-wakes' and nudges' (they wake the loop whatever the hold)."""
+    return st["eventfd_writes"] - st["prewakes"] - st["nudges"]
+
+
 def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_at_release() -> None:
     """Over FakeCuda's native core: with the hold, work that completes writes nothing to the
     device's eventfd for its completion, and releasing the hold then reading the lanes delivers it;
     without the hold the same work writes the eventfd.  (The core's pre-wakes and nudges wake the
     loop ahead of a predicted end whatever the hold: not counted.)"""
-
-    def kicks(st: dict[str, int]) -> int:
-        return st["eventfd_writes"] - st["prewakes"] - st["nudges"]
 
     async def main(fake: FakeCuda) -> list[tuple[int, int]]:
         out = []
@@ -270,7 +272,7 @@ def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_
                     time.sleep(0.001)
                 time.sleep(0.05)  # the native thread's look at the words, and its write if armed
                 st1 = c.stats()
-                out.append((kicks(st1) - kicks(st0), st1["eventfd_writes"] - st0["eventfd_writes"]))
+                out.append((_kicks(st1) - _kicks(st0), st1["eventfd_writes"] - st0["eventfd_writes"]))
                 if held:
                     c.core.hold(False)
                     assert c.deliver() and dev.reached >= v, "released, the read delivers it"
@@ -286,36 +288,37 @@ def test_a_completion_made_while_the_core_is_held_writes_no_eventfd_and_is_read_
     assert out[1][1] >= 1, f"not held: the eventfd was written ({out[1]})"
 
 
+async def _submitted_and_done_while_the_loop_is_busy(fake: FakeCuda) -> tuple[int, bool, bool]:
+    """Submit an empty kernel over FakeCuda's native core and keep the loop thread busy until the
+    fake GPU wrote its completion: the eventfd writes for it, whether the device had reached it
+    before the loop's next pass, and whether it had after."""
+    async with await arig.open(arig.cuda.gpu(0), stop_timeout=10) as dev:
+        img = await dev.load(fake.image(empty=(_store, ())))
+        launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
+        c = dev._backend.completion
+        await dev.wait(await dev.submit(launch))
+        await asyncio.sleep(0.05)  # that wait's writes settle (the native thread counts one after it made it)
+        st0 = c.stats()
+        v = await dev.submit(launch)
+        t_end = time.monotonic() + 10
+        while max(max(w.value if w is not None else 0, h.value) for _, w, h, _, _ in c._lanes) < v and time.monotonic() < t_end:
+            time.sleep(0.001)  # the loop thread stays here (a test's look) until the fake GPU wrote it
+        time.sleep(0.05)  # the native thread's look, and its write if the core were armed
+        told = _kicks(c.stats()) - _kicks(st0)
+        before = dev.reached >= v
+        await asyncio.sleep(0)  # the next pass: the park spin (asyncio's loops) or the select's look (arig's own)
+        return told, before, dev.reached >= v
+
+
 def test_a_submission_holds_the_core_until_the_loop_reads_the_lanes() -> None:
     """On asyncio's default loop, over FakeCuda's native core: work submitted and done before its
     waiter parks (here: before the loop runs anything more) writes no eventfd; the park spin that
     the submission queued delivers it."""
-
-    def kicks(st: dict[str, int]) -> int:  # the pre-wakes' and nudges' writes wake the loop whatever the hold
-        return st["eventfd_writes"] - st["prewakes"] - st["nudges"]
-
-    async def main(fake: FakeCuda) -> tuple[int, bool]:
-        async with await arig.open(arig.cuda.gpu(0), stop_timeout=10) as dev:
-            img = await dev.load(fake.image(empty=(_store, ())))
-            launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
-            c = dev._backend.completion
-            await dev.wait(await dev.submit(launch))
-            await asyncio.sleep(0.05)  # that wait's writes settle (the native thread counts one after it made it)
-            st0 = c.stats()
-            v = await dev.submit(launch)
-            t_end = time.monotonic() + 10
-            while max(max(w.value if w is not None else 0, h.value) for _, w, h, _, _ in c._lanes) < v and time.monotonic() < t_end:
-                time.sleep(0.001)  # the loop thread stays here (a test's look) until the fake GPU wrote it
-            time.sleep(0.05)  # the native thread's look, and its write if the core were armed
-            told = kicks(c.stats()) - kicks(st0)
-            await asyncio.sleep(0)  # the park spin runs
-            return told, dev.reached >= v
-
     fake = FakeCuda()
     with fake.installed():
         if arig._native.library() is None:
             pytest.skip("the native core is not in use here")
-        told, reached = asyncio.run(main(fake))
+        told, _, reached = asyncio.run(_submitted_and_done_while_the_loop_is_busy(fake))
     assert told == 0, "held from the submission: no eventfd write for the completion"
     assert reached, "the park spin the submission queued delivered it"
 
@@ -364,34 +367,12 @@ def test_arigs_own_selector_looks_at_every_select_and_does_not_block_after_a_del
 def test_on_arigs_own_loop_a_submission_holds_the_core_until_the_next_select() -> None:
     """Over FakeCuda's native core on ``arig.new_event_loop``: work submitted and done while the
     loop is busy writes no eventfd for its completion; the next select's look delivers it."""
-
-    def kicks(st: dict[str, int]) -> int:  # the pre-wakes' and nudges' writes wake the loop whatever the hold
-        return st["eventfd_writes"] - st["prewakes"] - st["nudges"]
-
-    async def main(fake: FakeCuda) -> tuple[int, bool, bool]:
-        async with await arig.open(arig.cuda.gpu(0), stop_timeout=10) as dev:
-            img = await dev.load(fake.image(empty=(_store, ())))
-            launch = arig.cuda.Launch(img.function("empty"), 1, 1, b"")
-            c = dev._backend.completion
-            await dev.wait(await dev.submit(launch))
-            await asyncio.sleep(0.05)  # that wait's writes settle (the native thread counts one after it made it)
-            st0 = c.stats()
-            v = await dev.submit(launch)
-            t_end = time.monotonic() + 10
-            while max(max(w.value if w is not None else 0, h.value) for _, w, h, _, _ in c._lanes) < v and time.monotonic() < t_end:
-                time.sleep(0.001)  # the loop thread stays here (a test's look) until the fake GPU wrote it
-            time.sleep(0.05)  # the native thread's look, and its write if the core were armed
-            told = kicks(c.stats()) - kicks(st0)
-            before = dev.reached >= v
-            await asyncio.sleep(0)  # the next pass: its select looks
-            return told, before, dev.reached >= v
-
     fake = FakeCuda()
     with fake.installed():
         if arig._native.library() is None:
             pytest.skip("the native core is not in use here")
         with asyncio.Runner(loop_factory=arig.new_event_loop) as runner:
-            told, before, after = runner.run(main(fake))
+            told, before, after = runner.run(_submitted_and_done_while_the_loop_is_busy(fake))
     assert told == 0, "held from the submission: no eventfd write for the completion"
     assert not before and after, "the next select's look delivered it"
 
