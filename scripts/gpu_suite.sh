@@ -134,6 +134,8 @@ step "the Python fill beside the Launch and torch's busy poll: one task, 32 in a
 run probe_pyfill 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_python_fill.py --repeat 1
 step "awaiting a torch stream, step by step, and what the loop had ready when a park spin looked (scripts/probe_interop.py)"
 run probe_interop 30 $(( BENCH_MIN + 10 )) bash -c 'cd scripts && python3 probe_interop.py'
+step "torch work then an arig marker, phase by phase: the host side or the GPU's (scripts/probe_torch_split.py)"
+run probe_torch_split 35 $(( BENCH_MIN + 10 )) bash -c 'cd scripts && python3 probe_torch_split.py'
 step "the demos' longest stall, split into the longest callback and the longest pass (scripts/probe_demo_stall.py)"
 run probe_stall_nv 30 $(( BENCH_MIN + 10 )) python3 scripts/probe_demo_stall.py --device nv:0 --repeat 1
 run probe_stall_cuda 30 $(( BENCH_MIN + 10 )) python3 scripts/probe_demo_stall.py --device cuda:0 --repeat 1
