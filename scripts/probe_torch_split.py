@@ -12,8 +12,8 @@ p50 round trip and the p50 of its phases on the loop thread (the torch or raw la
 * ``stream ctx + marker``: torch's stream context without a kernel (its Python alone);
 * ``raw launch on s + marker``: arig's empty kernel launched on the torch stream with a raw
   ``cuLaunchKernel`` from the loop thread (a launch without torch);
-* ``torch add_ on s + marker, s idle first``: the add_ awaited by torch first, then add_ again
-  with the marker (whether an idle torch stream's first launch is the slow one);
+* ``add_, sync, add_ + marker``: the add_ awaited by torch first, then add_ again with the
+  marker (whether an idle torch stream's first launch is the slow one);
 * ``marker + torch add_``: the marker first, the add_ after it, the marker awaited.
 
 Usage: python3 scripts/probe_torch_split.py [--n 300]
