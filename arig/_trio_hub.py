@@ -50,7 +50,9 @@ service would, and the leader then yields once, still leading (a task whose ever
 must not keep trio from its I/O and timers, and a leader that stopped before it yielded would send
 the reader standing by back to the fd, where its next wait could neither lead nor spin): no fd is
 written or polled for it, where trio's own wait for I/O would cost a registration, the poll and
-the eventfd's read.  A spin in trio's ``before_io_wait``
+the eventfd's read.  That yield is skipped where it would run nothing but the leader again (no
+task runnable, no deadline due, nothing ready in trio's epoll set: a pass of trio's scheduler,
+about 3 µs of the run's thread).  A spin in trio's ``before_io_wait``
 instead came too late on a GPU: the empty kernel's completion was always in before it, and its
 delivery needed a post to end trio's wait.
 
@@ -149,7 +151,14 @@ class _PassCounter(trio.abc.Instrument):  # type: ignore[misc]
         self._runq = runq
 
     def after_io_wait(self, timeout: float) -> None:
-        self._hub.left = len(self._runq)
+        hub = self._hub
+        hub.left = len(self._runq)
+        # trio wakes the tasks whose deadlines passed after this hook, into the same pass: they
+        # are not counted here.  In a pass where any fires, a leader's spin may still run (it
+        # yields after it), but it never skips that yield: the tasks behind it in the pass
+        # would wait for the whole of its step.
+        deadlines = hub._deadlines
+        hub.exact = deadlines is None or deadlines.next_deadline() > hub._clock.current_time()
 
     def before_task_step(self, task: Any) -> None:
         self._hub.left -= 1
@@ -159,7 +168,7 @@ class Hub:
     """The port's posts and fds behind one epoll fd (see the module docstring)."""
 
     __slots__ = ("_q", "_efd", "_ep", "fd", "_lock", "_run_soon", "_fns", "leader", "parked", "_reader", "on_fd", "_standby", "resume", "_fast", "_nested",
-                 "_watched", "_hook", "_runq", "_counter", "left")
+                 "_watched", "_hook", "_runq", "_counter", "left", "exact", "_peek", "_deadlines", "_clock")
 
     def __init__(self, run_soon: Callable[..., Any]) -> None:
         """On the run's thread, inside the run."""
@@ -195,6 +204,17 @@ class Hub:
         self._runq: Any = getattr(runner, "runq", None)
         self._counter: _PassCounter | None = None
         self.left = 1 << 30  # none counted yet: no spin until trio's next pass
+        self.exact = False  # ``left`` counts every task of this pass (no deadline fired in it)
+        #: What a spin-resolved leader looks at to see whether a yield would run anything but
+        #: itself (``_quiet``): trio's own epoll set, polled for readiness (a poll of the set
+        #: consumes none of its events), its deadlines and clock; None: always yield.
+        self._peek: Any = None
+        self._deadlines: Any = getattr(runner, "deadlines", None)
+        self._clock: Any = getattr(runner, "clock", None)
+        trio_epoll = getattr(getattr(runner, "io_manager", None), "_epoll", None)
+        if trio_epoll is not None and self._deadlines is not None and self._clock is not None and hasattr(select, "poll"):
+            self._peek = select.poll()
+            self._peek.register(trio_epoll.fileno(), select.POLLIN)
 
     # -- any thread ---------------------------------------------------------------------------
     def post(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -317,7 +337,7 @@ class Hub:
             return  # a trio without its run's queue in reach: no spin
         self._watched.append(c)
         if self._counter is None:
-            self.left = 1 << 30
+            self.left, self.exact = 1 << 30, False
             self._counter = _PassCounter(self, self._runq)
             trio.lowlevel.add_instrument(self._counter)
 
@@ -377,6 +397,20 @@ class Hub:
             report(self._spin, exc)
         return bool(fut._state != PENDING)
 
+    def _quiet(self) -> bool:
+        """A leader whose own spin resolved its future: would a yield now run nothing but it?
+        True where no task is runnable or still to run in this pass (none woken by a deadline in
+        it), no deadline of trio's is due, and trio's epoll set has nothing ready (the posts' and signals' wake-ups are in it, and every fd a task waits on):
+        trio's pass would then poll for I/O, find none, and run this task again, so the yield is
+        skipped; anything else due, and it yields.  The hub's own fd is in trio's set only while
+        someone waits on it (trio arms it per wait), so the poll never polls the devices' fds."""
+        peek = self._peek
+        if peek is None or self._runq or not self.exact:
+            return False
+        if self._deadlines.next_deadline() <= self._clock.current_time():
+            return False
+        return not peek.poll(0)
+
     def may_lead(self) -> bool:
         return self.leader is None and not self.on_fd and self.fd is not None
 
@@ -396,12 +430,14 @@ class Hub:
                 if fut._state != PENDING:
                     return True
                 if self._watched and self._spin(fut):
-                    # Resolved by the spin without a wait: yield once all the same (a task whose
-                    # every wait is spun for must not keep trio from its I/O and timers), still
-                    # leading, so that trio's wait for I/O meanwhile does not send the reader
-                    # standing by back to the fd (it would take a step, and the task's next wait
-                    # could not lead, nor spin).
-                    yield from _yield().__await__()
+                    # Resolved by the spin without a wait: yield once all the same where anything
+                    # else is due (a task whose every wait is spun for must not keep trio from its
+                    # I/O and timers), still leading, so that trio's wait for I/O meanwhile does
+                    # not send the reader standing by back to the fd (it would take a step, and
+                    # the task's next wait could not lead, nor spin).  Where nothing is, trio's
+                    # pass would only run this task again: no yield (``_quiet``).
+                    if not self._quiet():
+                        yield from _yield().__await__()
                     return True
                 self.parked = True
                 try:
@@ -475,6 +511,7 @@ class Hub:
         """The run ends: no one leads or reads any more, a leader parked now waits as any waiter
         does and the reader ends (``notify_closing`` wakes them), and the fds are closed (run's thread)."""
         fd, self.fd = self.fd, None
+        self._peek = None  # trio closes its epoll set as the run ends
         self._reader = None  # the reader ends (its task is cancelled next) and hands nothing on
         self.on_fd = False
         self._hooked()

@@ -516,9 +516,9 @@ class _Device:
         self.on_tasks += trio.lowlevel.current_task() is not None  # raises outside a task
         self.complete_one()
 
-    async def backstop(self) -> None:
+    async def backstop(self, period: float = 0.002) -> None:
         while True:
-            await trio.sleep(0.002)
+            await trio.sleep(period)
             self.complete_one()
 
 
@@ -585,11 +585,11 @@ def test_a_trio_spin_never_keeps_runnable_tasks_waiting() -> None:
 
 
 def test_a_trio_waiter_resolved_by_its_own_spin_still_yields_to_timers() -> None:
-    """One task's waits, each found by its leader's spin (it is alone: the last task of each pass):
-    the waits need no fd, and each still yields once, so a task asleep on a timer wakes meanwhile
-    (without the yield, the 300 waits would run in one step of trio's)."""
+    """One task's waits for 5 ms, each found by its leader's spin (it is alone: the last task of
+    each pass): the waits need no fd, and a wait yields where a timer is due, so a task asleep on
+    a timer wakes meanwhile (without the yield, the waits would run in one step of trio's)."""
 
-    async def main() -> tuple[int, list[int]]:
+    async def main() -> tuple[int, int, list[int]]:
         port = running_loop()
         dev = _Device(port)
         port._hub.watch(dev)
@@ -602,24 +602,27 @@ def test_a_trio_waiter_resolved_by_its_own_spin_still_yields_to_timers() -> None
                 await trio.sleep(0.0002)
                 ticks += 1
 
+        waits = 0
         try:
             with trio.fail_after(20):
                 async with trio.open_nursery() as n:
                     n.start_soon(ticker)
+                    n.start_soon(dev.backstop)  # a wait that does not spin (a timer fired in its pass) waits for it
                     await trio.sleep(0.001)
-                    t0 = trio.current_time()
-                    for _ in range(300):
+                    t0, ticks = trio.current_time(), 0
+                    while trio.current_time() - t0 < 0.005:
                         await dev.submit()
-                    stop = True
-                    assert trio.current_time() - t0 > 0.0005, "the waits took long enough for the ticker's timer"
+                        waits += 1
+                    stop, during = True, ticks
+                    n.cancel_scope.cancel()
         finally:
             port._hub.unwatch(dev)
-        return ticks, dev.spins
+        return during, waits, dev.spins
 
-    ticks, spins = trio.run(main)
-    assert len(spins) >= 250, f"the lone waiter's waits were spun for: {len(spins)} spins"
+    ticks, waits, spins = trio.run(main)
+    assert len(spins) >= waits // 2, f"the lone waiter's waits were spun for: {len(spins)} spins of {waits} waits"
     assert max(spins) == 0, "no spin while a task was runnable"
-    assert ticks >= 2, f"the sleeping task woke {ticks} times during the spun waits"
+    assert ticks >= 2, f"the sleeping task woke {ticks} times during 5 ms of spun waits"
 
 
 class _Steps(trio.abc.Instrument):  # type: ignore[misc]
@@ -675,6 +678,149 @@ def test_a_trio_waiter_resolved_by_its_own_spin_leaves_the_reader_standing_by() 
     spins, steps = trio.run(main)
     assert len(spins) == 200, f"every wait was spun for: {len(spins)} spins of 200"
     assert steps["arig-reader"] == 0, dict(steps)
+
+
+def test_a_trio_waiter_resolved_by_its_own_spin_takes_no_pass_where_nothing_else_is_due() -> None:
+    """One task's waits, each found by its leader's spin, with no other task, timer or fd: a yield
+    would only run the leader again, so the waits take no pass of trio's (no wait for I/O) and
+    their task runs on in one step; a task asleep on a timer makes each wait yield again."""
+
+    async def main() -> tuple[int, int, int]:
+        port = running_loop()
+        dev = _Device(port)
+        port._hub.watch(dev)
+        passes = _Passes()
+        try:
+            with trio.fail_after(20):
+                async with trio.open_nursery() as n:
+                    # A wait that does not spin (where another task is in its pass) waits for the
+                    # backstop, asleep until a deadline 50 ms off meanwhile.
+                    n.start_soon(dev.backstop, 0.05)
+                    await trio.sleep(0)
+                    for _ in range(10):
+                        await dev.submit()
+                    trio.lowlevel.add_instrument(passes)
+                    for _ in range(200):
+                        await dev.submit()
+                    alone = passes.log.count("io")
+                    n.start_soon(trio.sleep, 30)  # another deadline, not due: nothing to yield for
+                    for _ in range(10):
+                        await dev.submit()
+                    passes.log.clear()
+                    for _ in range(200):
+                        await dev.submit()
+                    beside_sleeper = passes.log.count("io")
+                    trio.lowlevel.remove_instrument(passes)
+                    n.cancel_scope.cancel()
+        finally:
+            port._hub.unwatch(dev)
+        return alone, beside_sleeper, len(dev.spins)
+
+    alone, beside_sleeper, spins = trio.run(main)
+    assert spins >= 380, f"the lone waiter's waits were spun for: {spins} spins"
+    # A yield at each wait would be 200 passes; the backstop's timer may fire once meanwhile.
+    assert alone <= 2, f"{alone} passes of trio's for 200 spun waits with nothing else due"
+    assert beside_sleeper <= 2, f"{beside_sleeper} passes with tasks asleep until deadlines not due"
+
+
+def test_a_task_woken_by_its_timer_runs_in_its_pass_beside_a_waiter_whose_waits_are_spun_for() -> None:
+    """A task that sleeps until a deadline 20 times, and one whose every wait is found by its spin
+    meanwhile: trio wakes a task whose deadline passed into the same pass as the spinning task,
+    after it counted that pass's tasks, so the spinning task yields after its spin there and the
+    sleeper runs in that pass (a wait that skipped its yield would keep it waiting behind the
+    whole of the spinning task's step: its waits would run on until the 200,000th)."""
+
+    async def main() -> tuple[list[float], int]:
+        port = running_loop()
+        dev = _Device(port)
+        port._hub.watch(dev)
+        late: list[float] = []
+        n_waits = 0
+
+        async def sleeper() -> None:
+            for _ in range(20):
+                d = trio.current_time() + 0.0005
+                await trio.sleep_until(d)
+                late.append(trio.current_time() - d)
+
+        try:
+            with trio.fail_after(20):
+                async with trio.open_nursery() as n:
+                    n.start_soon(dev.backstop, 10)  # a timer not due: only for a wait that does not spin
+                    async with trio.open_nursery() as inner:
+                        inner.start_soon(sleeper)
+                        await trio.sleep(0)
+                        await trio.sleep(0)  # the sleeper asleep: this task alone in trio's next pass
+                        while len(late) < 20 and n_waits < 200_000:
+                            await dev.submit()
+                            n_waits += 1
+                    n.cancel_scope.cancel()
+        finally:
+            port._hub.unwatch(dev)
+        return late, n_waits
+
+    late, n_waits = trio.run(main)
+    assert len(late) == 20 and n_waits < 200_000, f"the sleeper woke {len(late)} times in {n_waits} waits"
+    assert max(late) < 0.1, f"the sleeper ran {max(late) * 1e3:.1f} ms after its deadline"
+
+
+@pytest.mark.parametrize("what", ["fd", "run_sync_soon"])
+def test_a_trio_waiter_whose_every_wait_is_spun_for_lets_ready_io_run(what: str) -> None:
+    """One task whose every wait is found by its spin, and another task waiting for I/O that a
+    thread makes ready meanwhile (data on a socket it waits on, or a ``run_sync_soon`` from the
+    thread): the spinning task's next wait yields, and the other task runs while it goes on (a
+    wait that never yielded would keep it waiting until the spinning task stopped)."""
+    import socket
+    import threading
+
+    async def main() -> tuple[int, bool]:
+        port = running_loop()
+        dev = _Device(port)
+        port._hub.watch(dev)
+        a, b = socket.socketpair()
+        a.setblocking(False)
+        b.setblocking(False)
+        ran = trio.Event()
+        token = trio.lowlevel.current_trio_token()
+
+        def woke() -> None:
+            ran.set()
+            dev.complete_one()  # for a wait that did not spin (this task was in its pass)
+
+        async def io_task() -> None:
+            if what == "fd":
+                await trio.lowlevel.wait_readable(a)
+                woke()
+
+        def poke() -> None:
+            time.sleep(0.005)
+            if what == "fd":
+                b.send(b"x")
+            else:
+                token.run_sync_soon(woke)
+
+        n_waits = 0
+        try:
+            with trio.fail_after(20):
+                async with trio.open_nursery() as n:
+                    n.start_soon(io_task)
+                    n.start_soon(dev.backstop, 10)  # a timer not due before the I/O
+                    await trio.sleep(0.001)  # the I/O task is parked on its fd
+                    for _ in range(10):
+                        await dev.submit()
+                    threading.Thread(target=poke, daemon=True).start()
+                    while not ran.is_set() and n_waits < 200_000:
+                        await dev.submit()
+                        n_waits += 1
+                    n.cancel_scope.cancel()
+        finally:
+            port._hub.unwatch(dev)
+            a.close()
+            b.close()
+        return n_waits, ran.is_set()
+
+    n_waits, ran = trio.run(main)
+    assert ran and n_waits < 200_000, f"the I/O task ran while the waits went on ({n_waits} waits)"
 
 
 def test_a_trio_waiter_is_not_kept_from_its_result_by_a_task_that_never_blocks() -> None:
