@@ -14,7 +14,10 @@ case; the fake's kernels do not spin).
 
 ``--tasks 64`` runs that many tasks at once (n round trips in all): completions/s and CPU per completion.
 
-Usage: python3 scripts/probe_trio_steps.py [--fake] [--n 2000] [--us 0] [--tasks 1]
+``--bare`` runs trio without the counting instrument (as the bench does): whether the instrument
+itself changes what the port does.
+
+Usage: python3 scripts/probe_trio_steps.py [--fake] [--n 2000] [--us 0] [--tasks 1] [--bare]
 """
 
 from __future__ import annotations
@@ -130,11 +133,15 @@ def main() -> None:
     p.add_argument("--n", type=int, default=2000)
     p.add_argument("--us", type=int, default=0, help="the kernel's length (0: the empty kernel)")
     p.add_argument("--tasks", type=int, default=1, help="tasks doing round trips at once (n in all)")
+    p.add_argument("--bare", action="store_true", help="trio without the counting instrument")
     a = p.parse_args()
     with fakes(a.fake) as fake:
         for kind in ("cuda", "nv"):
             try:
                 print(f"{kind} asyncio: {asyncio.run(_round_trips(kind, fake, a.n, a.us, a.tasks, None))}")
+                if a.bare:
+                    print(f"{kind} trio, bare: {trio.run(_round_trips, kind, fake, a.n, a.us, a.tasks, None)}")
+                    continue
                 ins = _Steps()
                 print(f"{kind} trio:    {trio.run(_round_trips, kind, fake, a.n, a.us, a.tasks, ins, instruments=[ins])}")
             except arig.ArigError as exc:
