@@ -584,6 +584,75 @@ def test_a_trio_spin_never_keeps_runnable_tasks_waiting() -> None:
     assert max(spins) == 0, "no spin while another task was runnable"
 
 
+class _Sizes(trio.abc.Instrument):  # type: ignore[misc]
+    """Logs each pass's size (the run queue's length after trio's wait for I/O) and each spin."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, int]] = []
+        self.runq: Any = None
+
+    def after_io_wait(self, timeout: float) -> None:
+        self.log.append(("io", len(self.runq)))
+
+
+def test_a_trio_waiter_spins_only_where_it_is_alone_in_its_pass() -> None:
+    """Eight tasks each submit and wait in turn, the backstop completing one or two at a time, so
+    that passes of one task and of several come: a leader spins only in a pass that runs it alone (with
+    several, it cannot tell that the others ran, and a run that busy is served by trio's own wait
+    for I/O), and it still spins in those."""
+    from trio._core._run import GLOBAL_RUN_CONTEXT
+
+    async def main() -> None:
+        port = running_loop()
+        dev = _Device(port)
+        sizes.runq = GLOBAL_RUN_CONTEXT.runner.runq
+        port._hub.watch(dev)
+        trio.lowlevel.add_instrument(sizes)
+        spin = dev.spin
+
+        def logged(ns: int) -> bool:
+            sizes.log.append(("spin", 0))
+            return spin(ns)
+
+        dev.spin = logged  # type: ignore[method-assign]
+        done = [0] * 8
+
+        async def backstop() -> None:  # completes one, then two, then one...
+            for k in range(1 << 30):
+                await trio.sleep(0.001)
+                for _ in range(1 + k % 2):
+                    dev.complete_one()
+
+        async def task(i: int) -> None:
+            while sum(done) < 400:
+                await dev.submit()
+                done[i] += 1
+
+        try:
+            with trio.fail_after(20):
+                async with trio.open_nursery() as n:
+                    n.start_soon(backstop)
+                    async with trio.open_nursery() as tasks:
+                        for i in range(8):
+                            tasks.start_soon(task, i)
+                    n.cancel_scope.cancel()
+        finally:
+            port._hub.unwatch(dev)
+            trio.lowlevel.remove_instrument(sizes)
+
+    sizes = _Sizes()
+    trio.run(main)
+    size, spun_in = -1, []
+    for what, n in sizes.log:
+        if what == "io":
+            size = n
+        else:
+            spun_in.append(size)
+    assert len(spun_in) >= 8, f"the run spun for the completions: {len(spun_in)} spins"
+    assert set(spun_in) == {1}, f"spins only in passes of one task: passes of {collections.Counter(spun_in)}"
+    assert max(n for what, n in sizes.log if what == "io") > 1, "passes of several tasks came (the test's premise)"
+
+
 def test_a_trio_waiter_resolved_by_its_own_spin_still_yields_to_timers() -> None:
     """One task's waits for 5 ms, each found by its leader's spin (it is alone: the last task of
     each pass): the waits need no fd, and a wait yields where a timer is due, so a task asleep on
