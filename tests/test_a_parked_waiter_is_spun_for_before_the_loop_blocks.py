@@ -29,6 +29,7 @@ import asyncio
 import collections
 import time
 import types
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -522,6 +523,34 @@ class _Device:
             self.complete_one()
 
 
+async def _eight_tasks_to_400(dev: _Device, backstop: Callable[[], Awaitable[None]], on_spin: Callable[[], None]) -> list[int]:
+    """Eight tasks each submit and wait in turn until 400 completions, beside ``backstop`` (which
+    completes what no spin found); ``on_spin()`` before each of the device's spins.  Each task's
+    count of completions."""
+    spin = dev.spin
+
+    def logged(ns: int) -> bool:
+        on_spin()
+        return spin(ns)
+
+    dev.spin = logged  # type: ignore[method-assign]
+    done = [0] * 8
+
+    async def task(i: int) -> None:
+        while sum(done) < 400:
+            await dev.submit()
+            done[i] += 1
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as n:
+            n.start_soon(backstop)
+            async with trio.open_nursery() as tasks:
+                for i in range(8):
+                    tasks.start_soon(task, i)
+            n.cancel_scope.cancel()
+    return done
+
+
 class _Passes(trio.abc.Instrument):  # type: ignore[misc]
     """Logs trio's passes: "io" after each wait for I/O, "step" before each task step."""
 
@@ -547,28 +576,8 @@ def test_a_trio_spin_never_keeps_runnable_tasks_waiting() -> None:
         dev = _Device(port)
         port._hub.watch(dev)
         trio.lowlevel.add_instrument(passes)
-        spin = dev.spin
-
-        def logged(ns: int) -> bool:
-            passes.log.append("spin")
-            return spin(ns)
-
-        dev.spin = logged  # type: ignore[method-assign]
-        done = [0] * 8
-
-        async def task(i: int) -> None:
-            while sum(done) < 400:
-                await dev.submit()
-                done[i] += 1
-
         try:
-            with trio.fail_after(20):
-                async with trio.open_nursery() as n:
-                    n.start_soon(dev.backstop)
-                    async with trio.open_nursery() as tasks:
-                        for i in range(8):
-                            tasks.start_soon(task, i)
-                    n.cancel_scope.cancel()
+            done = await _eight_tasks_to_400(dev, dev.backstop, lambda: passes.log.append("spin"))
         finally:
             port._hub.unwatch(dev)
             trio.lowlevel.remove_instrument(passes)
@@ -608,14 +617,6 @@ def test_a_trio_waiter_spins_only_where_it_is_alone_in_its_pass() -> None:
         sizes.runq = GLOBAL_RUN_CONTEXT.runner.runq
         port._hub.watch(dev)
         trio.lowlevel.add_instrument(sizes)
-        spin = dev.spin
-
-        def logged(ns: int) -> bool:
-            sizes.log.append(("spin", 0))
-            return spin(ns)
-
-        dev.spin = logged  # type: ignore[method-assign]
-        done = [0] * 8
 
         async def backstop() -> None:  # completes one, then two, then one...
             for k in range(1 << 30):
@@ -623,19 +624,8 @@ def test_a_trio_waiter_spins_only_where_it_is_alone_in_its_pass() -> None:
                 for _ in range(1 + k % 2):
                     dev.complete_one()
 
-        async def task(i: int) -> None:
-            while sum(done) < 400:
-                await dev.submit()
-                done[i] += 1
-
         try:
-            with trio.fail_after(20):
-                async with trio.open_nursery() as n:
-                    n.start_soon(backstop)
-                    async with trio.open_nursery() as tasks:
-                        for i in range(8):
-                            tasks.start_soon(task, i)
-                    n.cancel_scope.cancel()
+            await _eight_tasks_to_400(dev, backstop, lambda: sizes.log.append(("spin", 0)))
         finally:
             port._hub.unwatch(dev)
             trio.lowlevel.remove_instrument(sizes)
