@@ -221,6 +221,9 @@ def _summarize(out: dict[str, Any]) -> None:
         "all_waiters_lost": bool(cyc) and all(c["lost"] == c["waiters"] for c in cyc),
         "submit_after_loss_raised": sorted({str(c["submit_after_loss"]["raised"]) for c in cyc}),
         "saxpy_after_reopen_ok": bool(reopen) and all(o.get("saxpy", {}).get("ok") for o in reopen),
+        # libcuda keeps an illegal address for the life of the process: arig refuses a reopen there
+        # with an OpenError that says so (the README's promise), which this records.
+        "reopen_refused": next((o["error"] for o in out["opens"] if o.get("after_fault") and "error" in o), None),
     }
 
 

@@ -170,9 +170,12 @@ def _fault_section(b: dict[str, Any]) -> list[str]:
     s = ft["summary"]
     rows = [[k, dig(s, k, "median"), dig(s, k, "p99"), dig(s, k, "iqr"), dig(s, k, "n")] for k in
             ("first_fail_ms", "fanout_ms", "submit_after_loss_us", "stop_ms", "reopen_ms", "saxpy_after_reopen_ms") if isinstance(s.get(k), dict)]
+    refused = s.get("reopen_refused")
+    reopen = (f"reopen in the process that faulted: refused ({str(refused)[:160]})" if refused
+              else f"saxpy correct after reopen: {fmt(s.get('saxpy_after_reopen_ok'))}")
     return _md("6. Failure fan-out (illegal address, 100 waiters; subprocess)", ["figure", "p50", "p99", "IQR", "cycles"], rows) + [
         f"all waiters failed with DeviceLost: {fmt(s.get('all_waiters_lost'))}; submit after loss raised: {s.get('submit_after_loss_raised')}; "
-        f"saxpy correct after reopen: {fmt(s.get('saxpy_after_reopen_ok'))}; cold open {fmt(s.get('cold_open_ms'))} ms", ""]
+        f"{reopen}; cold open {fmt(s.get('cold_open_ms'))} ms", ""]
 
 
 def _idle_section(b: dict[str, Any]) -> list[str]:
