@@ -139,7 +139,7 @@ class LoopPort:
     def spin_selector(self) -> Any:
         """What spins on a device's completions before the loop blocks (``watch``/``unwatch`` a
         device's completion): the low-latency loop's selector (``arig.new_event_loop``); a trio
-        run's hub, whose leader spins before it waits on the run's fd where it is the last task of
+        run's hub, whose leader spins before it waits on the run's fd where it is the one task of
         trio's pass (unless ``ARIG_TRIO_SPIN=0``); None where the loop does not (a device then
         spins once its waiter parks, where ``spins_at_park``: ``soon`` and ``others_ready``)."""
         return None
@@ -149,8 +149,8 @@ class LoopPort:
     #: run on a task (the one that reads the port's fd) whatever the rest of trio's pass, and a
     #: waiter whose own spin resolved it would go on without yielding to trio's scheduler: the
     #: run's other tasks then waited behind it (64 tasks on an H100 completed at one task's rate,
-    #: 0.38x asyncio's).  A trio run spins, where it does, only as the last task of its pass, and
-    #: yields after (``spin_selector``).
+    #: 0.38x asyncio's).  A trio run spins, where it does, only as the one task of its pass, and
+    #: yields after where anything else is due (``spin_selector``).
     spins_at_park = False
 
     def soon(self, fn: Callable[[], Any]) -> None:

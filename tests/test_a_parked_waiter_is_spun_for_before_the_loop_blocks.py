@@ -13,9 +13,9 @@ does not spin) reads the lanes, the core writes no eventfd (``Core.hold``): a co
 comes meanwhile is read there.
 
 A trio run gets no spin at the park (``LoopPort.spins_at_park``).  Unless ``ARIG_TRIO_SPIN=0``, the
-waiter that leads the run's fd spins before it waits on it, where it is the last task of trio's
-pass and none is runnable (a trio instrument counts the pass's tasks still to run), and yields once
-after a spin that resolved it.  A spin on every leader (tried before) kept the rest of its pass
+waiter that leads the run's fd spins before it waits on it, where it is the one task of trio's
+pass and none is runnable (a trio instrument counts each pass's tasks), and yields after a spin
+that resolved it where anything else is due.  A spin on every leader (tried before) kept the rest of its pass
 waiting, since trio takes a pass's tasks out of its run queue before it runs them, and a waiter
 resolved by its own spin went on without yielding: 64 tasks on an H100 completed at one task's rate.
 
@@ -451,7 +451,7 @@ def test_a_trio_run_spins_not_at_the_park_but_before_it_blocks_with_the_switch(s
 
 def test_with_the_trio_spin_many_tasks_each_get_their_completions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sixteen tasks each await 15 empty kernels over FakeCuda's native core, with the spin (which
-    runs only where the leader is the last task of its pass, so with sixteen tasks seldom)."""
+    runs only where the leader is the one task of its pass, so with sixteen tasks seldom)."""
     monkeypatch.setattr(arig._env, "TRIO_SPIN", True)
 
     async def main(fake: FakeCuda) -> tuple[list[int], dict[str, Any]]:
@@ -594,7 +594,7 @@ def test_a_trio_spin_never_keeps_runnable_tasks_waiting() -> None:
 
 
 class _Sizes(trio.abc.Instrument):  # type: ignore[misc]
-    """Logs each pass's size (the run queue's length after trio's wait for I/O) and each spin."""
+    """Logs each pass's size (the run queue's length after trio's wait for I/O); the test adds each spin."""
 
     def __init__(self) -> None:
         self.log: list[tuple[str, int]] = []
@@ -644,7 +644,7 @@ def test_a_trio_waiter_spins_only_where_it_is_alone_in_its_pass() -> None:
 
 
 def test_a_trio_waiter_resolved_by_its_own_spin_still_yields_to_timers() -> None:
-    """One task's waits for 5 ms, each found by its leader's spin (it is alone: the last task of
+    """One task's waits for 5 ms, each found by its leader's spin (it is alone: the one task of
     each pass): the waits need no fd, and a wait yields where a timer is due, so a task asleep on
     a timer wakes meanwhile (without the yield, the waits would run in one step of trio's)."""
 
