@@ -119,6 +119,8 @@ run probe_nv 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_latency.py --device 
 run probe_nv_timer 45 $(( BENCH_MIN + 10 )) python3 scripts/probe_nv_timer.py
 step "the same slice of Python on the loop thread after it slept 0.05-50 ms, against warm (scripts/probe_cold_wake.py)"
 run probe_cold 30 $(( BENCH_MIN + 10 )) python3 scripts/probe_cold_wake.py
+step "this VM's wake frontier: how late and at what CPU a loop asleep in its selector sees a moment, woken a given lead ahead (scripts/probe_wake_frontier.py; no GPU)"
+run probe_frontier 35 $(( BENCH_MIN + 10 )) python3 scripts/probe_wake_frontier.py --n 120
 step "how soon a thread blocked in cuEventSynchronize, and a host function, see work end (scripts/probe_event_wait.c)"
 run probe_event_wait 40 $(( BENCH_MIN + 10 )) bash -c 'gcc -O2 -o /tmp/probe_event_wait scripts/probe_event_wait.c -ldl -lpthread && /tmp/probe_event_wait arig/kernels/kernels.cubin 100'
 step "how long the GPU takes to join another library's stream: an event, a wait on a word, a write on that stream (scripts/probe_join.c)"
