@@ -33,6 +33,7 @@ __all__ = [
     "KERNEL_US",
     "LOOPS",
     "LoopUnavailable",
+    "Starved",
     "loop_factory",
     "loop_name",
     "loop_versions",
@@ -208,13 +209,22 @@ async def latency_block(op: Op, n: int) -> dict[str, Any]:
     return {"lat": lat, "resume": resume, "cpu_per_op": (c1 - c0) / n, "wall_per_op": (w1 - w0) / n}
 
 
+class Starved(RuntimeError):
+    """A concurrency level whose tasks did not share the loop: one ran its ops without ever
+    yielding (each op's work done by its first look), so the others and the measurement waited
+    for it.  Its completions are one task's, not a concurrent rate."""
+
+
 async def concurrency_level(make_op: Callable[[int], Op], tasks: int, warm: float, duration: float, windows: int = 10) -> dict[str, Any]:
     """``tasks`` tasks, each running its op in a loop for ``warm + duration`` seconds.
 
     Figures cover the ``duration`` after the warm-up: completions per second
     (the median over ``windows`` slices, with their spread), latency of each
     op that started in it, the event loop's longest stall (``StallMeter``)
-    and the process CPU per completion.
+    and the process CPU per completion.  Raises ``Starved`` where one task made
+    nearly all of the window's completions: a task that never yields keeps every
+    other task (and the stall meter, and the CPU reading) from running, and what
+    it counts is not a rate of ``tasks`` tasks.
     """
     pc = time.perf_counter
     ops = [make_op(k) for k in range(tasks)]
@@ -223,7 +233,9 @@ async def concurrency_level(make_op: Callable[[int], Op], tasks: int, warm: floa
     t0 = pc()
     t_warm, t_end = t0 + warm, t0 + warm + duration
 
-    async def worker(op: Op) -> None:
+    mine = [0] * tasks  # each task's completions in the window
+
+    async def worker(k: int, op: Op) -> None:
         while True:
             t = pc()
             if t >= t_end:
@@ -234,9 +246,10 @@ async def concurrency_level(make_op: Callable[[int], Op], tasks: int, warm: floa
                 lat.append(t1 - t)
             if t_warm <= t1 < t_end:
                 done.append(t1)
+                mine[k] += 1
 
     loop = asyncio.get_running_loop()
-    workers = [loop.create_task(worker(op)) for op in ops]
+    workers = [loop.create_task(worker(k, op)) for k, op in enumerate(ops)]
     try:
         await asyncio.sleep(max(0.0, t_warm - pc()))
         c0 = time.process_time()
@@ -247,8 +260,10 @@ async def concurrency_level(make_op: Callable[[int], Op], tasks: int, warm: floa
     finally:
         for w in workers:
             w.cancel()
-    rates = windows_rate(done, t_warm, t_end, windows)
     n = len(done)
+    if tasks > 1 and n and max(mine) > 0.9 * n:
+        raise Starved(f"one task of {tasks} made {max(mine)} of the window's {n} completions: its ops never yielded, and it ran alone")
+    rates = windows_rate(done, t_warm, t_end, windows)
     return {
         "tasks": tasks,
         "completions": n,
