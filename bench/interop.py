@@ -74,22 +74,14 @@ def _maker(method: str, dev: Any, torch: Any, many: bool = False) -> Callable[[i
                 ev.record(s)
                 await loop.run_in_executor(None, ev.synchronize)
 
-        elif many:
-
-            async def op() -> None:
-                with torch.cuda.stream(s):
-                    x.add_(1.0)
-                ev.record(s)
-                await asyncio.sleep(0)  # the other tasks' turn, however soon the work is done
-                while not ev.query():
-                    await asyncio.sleep(0)
-
         else:
 
             async def op() -> None:
                 with torch.cuda.stream(s):
                     x.add_(1.0)
                 ev.record(s)
+                if many:
+                    await asyncio.sleep(0)  # the other tasks' turn, however soon the work is done
                 while not ev.query():
                     await asyncio.sleep(0)
 

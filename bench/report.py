@@ -274,9 +274,14 @@ def _loop_row(kind: str, rows: dict[str, Any]) -> list[Any]:
     am, pm = a.get("tasks_64", {}), p.get("tasks_64", {})
     p50 = dig(a, "latency_us", "median"), dig(p, "latency_us", "median")
     rate = am.get("completions_per_s"), pm.get("completions_per_s")
-    shown = [r if r is not None or "error" not in m else str(m["error"]).split(":")[0].lower() for r, m in zip(rate, (am, pm))]
-    return [kind, p50[0], p50[1], _ratio(p50[0] / p50[1] if p50[0] and p50[1] else None), shown[0], shown[1],
+    return [kind, p50[0], p50[1], _ratio(p50[0] / p50[1] if p50[0] and p50[1] else None), _rate_or_why(am), _rate_or_why(pm),
             _ratio(rate[0] / rate[1] if rate[0] and rate[1] else None)]
+
+
+def _rate_or_why(level: dict[str, Any]) -> Any:
+    """A concurrency level's completions/s, or the name of the error that left it without one
+    (e.g. "starved": ``bench._common.Starved``)."""
+    return str(level["error"]).split(":")[0].lower() if "error" in level else level.get("completions_per_s")
 
 
 def _interop_row(name: str, r: dict[str, Any]) -> list[Any]:
@@ -284,8 +289,7 @@ def _interop_row(name: str, r: dict[str, Any]) -> list[Any]:
         return [name, "error" if "error" in r else "skipped", "", "", "", "", "", ""]
     m = r.get("tasks_64", {})
     vs = r.get("vs_arig_adopt", {})
-    rate = m.get("completions_per_s") if "error" not in m else str(m["error"]).split(":")[0].lower()  # e.g. "starved": no rate
-    return [name, dig(r, "latency_us", "median"), dig(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), rate,
+    return [name, dig(r, "latency_us", "median"), dig(r, "latency_us", "p99"), r.get("cpu_us_per_wait"), _rate_or_why(m),
             dig(m, "latency_us", "p99"), m.get("cpu_us_per_completion"), _ratio(vs.get("completions_per_s")) if name != "arig_adopt" else ""]
 
 
