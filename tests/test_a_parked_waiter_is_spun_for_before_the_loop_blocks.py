@@ -695,27 +695,33 @@ class _Steps(trio.abc.Instrument):  # type: ignore[misc]
 
 
 def test_a_trio_waiter_resolved_by_its_own_spin_leaves_the_reader_standing_by() -> None:
-    """One task's waits, each found by its leader's spin, while the port reads a device's fd (its
-    reader task stands by while a task leads).  The leader yields after each spin still leading, so
-    trio's wait for I/O meanwhile does not send the reader back to the fd: the reader takes no step,
-    and every wait is led and spun for (a reader on the fd would keep the next wait from leading)."""
+    """One task's waits for 20 ms, each found by its leader's spin, while the port reads a device's
+    fd (its reader task stands by while a task leads) and a backstop ticks every 2 ms.  Where a tick
+    falls due during a wait, the leader yields after its spin still leading, so trio's wait for I/O
+    then does not send the reader back to the fd: the reader takes no step, and every wait is led
+    and spun for (a reader on the fd would keep the next wait from leading), except one in the pass
+    where a tick's task runs too (no spin beside another task), which the backstop serves."""
     import os
 
-    async def main() -> tuple[list[int], collections.Counter[str]]:
+    async def main() -> tuple[int, list[int], int, collections.Counter[str], int]:
         port = running_loop()
         dev = _Device(port)
         efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         port.add_reader(efd, lambda: os.eventfd_read(efd))
         port._hub.watch(dev)
-        steps = _Steps()
+        steps, passes = _Steps(), _Passes()
+        ticks = 0
 
         async def backstop() -> None:  # as a device's: completes, and writes the device's fd
+            nonlocal ticks
             while True:
                 await trio.sleep(0.002)
+                ticks += 1
                 if dev.pending:
                     dev.complete_one()
                     os.eventfd_write(efd, 1)
 
+        waits = 0
         try:
             with trio.fail_after(20):
                 async with trio.open_nursery() as n:
@@ -723,20 +729,28 @@ def test_a_trio_waiter_resolved_by_its_own_spin_leaves_the_reader_standing_by() 
                     for _ in range(10):  # the first waits find the reader on the fd, then lead
                         await dev.submit()
                     spun = len(dev.spins)
-                    trio.lowlevel.add_instrument(steps)
-                    for _ in range(200):
-                        await dev.submit()
-                    trio.lowlevel.remove_instrument(steps)
+                    ticks = 0
+                    for instrument in (steps, passes):
+                        trio.lowlevel.add_instrument(instrument)
+                    t0 = trio.current_time()
+                    with trio.move_on_after(5):  # a wait that was not led would wait for a tick
+                        while trio.current_time() - t0 < 0.02:
+                            await dev.submit()
+                            waits += 1
+                    during = ticks
+                    for instrument in (steps, passes):
+                        trio.lowlevel.remove_instrument(instrument)
                     n.cancel_scope.cancel()
         finally:
             port._hub.unwatch(dev)
             port.remove_reader(efd)
             os.close(efd)
-        return dev.spins[spun:], steps.steps
+        return waits, dev.spins[spun:], during, steps.steps, passes.log.count("io")
 
-    spins, steps = trio.run(main)
-    assert len(spins) == 200, f"every wait was spun for: {len(spins)} spins of 200"
+    waits, spins, ticks, steps, io_waits = trio.run(main)
+    assert ticks >= 2 and io_waits >= 2, f"ticks fell due during the waits ({ticks}), and trio waited for I/O ({io_waits} times)"
     assert steps["arig-reader"] == 0, dict(steps)
+    assert len(spins) >= waits - ticks, f"every wait but one per tick was spun for: {len(spins)} spins of {waits} waits, {ticks} ticks"
 
 
 def test_a_trio_waiter_resolved_by_its_own_spin_takes_no_pass_where_nothing_else_is_due() -> None:
